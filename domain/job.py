@@ -1,0 +1,273 @@
+"""The ``Job`` aggregate: an extraction job whose state is folded from its own events.
+
+Commands are functions that check the invariants against the current snapshot and return the
+new event; the snapshot never changes in place. Time, ids and digests are passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import Enum
+from functools import singledispatch
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import DomainEvent
+
+from domain.errors import InvalidTransition
+from domain.request import ExtractionRequest
+
+DEDUP_WINDOW = timedelta(minutes=5)
+
+
+class Phase(Enum):
+    REQUESTED = "requested"
+    CLAIMED = "claimed"
+    RESULT_STORED = "result_stored"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+# What the API shows for each phase.
+STATUS_OF_PHASE: Mapping[Phase, str] = {
+    Phase.REQUESTED: "pending",
+    Phase.CLAIMED: "processing",
+    Phase.RESULT_STORED: "processing",
+    Phase.COMPLETED: "completed",
+    Phase.FAILED: "failed",
+}
+
+
+class JobEvent(DomainEvent):
+    """Base of the job's events (frozen dataclasses with id, version and timestamp)."""
+
+
+class JobRequested(JobEvent):
+    request: dict[str, Any]
+    request_hash: str
+
+
+class JobClaimed(JobEvent):
+    worker_id: str
+    lease_until: datetime
+    attempt: int
+
+
+class JobResultStored(JobEvent):
+    worker_id: str
+    path: str
+    size_bytes: int
+    row_count: int
+    hmac: str
+
+
+class JobCompleted(JobEvent):
+    worker_id: str
+    execution_time_ms: int
+
+
+class JobFailed(JobEvent):
+    error: str
+    worker_id: str
+
+
+# The allowed transitions, written down as data: phase -> events that may follow it.
+ALLOWED_NEXT: Mapping[Phase, frozenset[type[JobEvent]]] = {
+    Phase.REQUESTED: frozenset({JobClaimed, JobFailed}),
+    Phase.CLAIMED: frozenset({JobClaimed, JobResultStored, JobFailed}),
+    Phase.RESULT_STORED: frozenset({JobCompleted, JobFailed}),
+    Phase.COMPLETED: frozenset(),
+    Phase.FAILED: frozenset(),
+}
+
+TERMINAL_PHASES = frozenset(p for p, nxt in ALLOWED_NEXT.items() if not nxt)
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRef:
+    path: str
+    size_bytes: int
+    row_count: int
+    hmac: str
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Immutable snapshot of one job."""
+
+    id: UUID
+    version: int
+    phase: Phase
+    request: ExtractionRequest
+    created_at: datetime
+    claimed_by: str | None = None
+    lease_until: datetime | None = None
+    attempts: int = 0
+    result: ResultRef | None = None
+    finished_at: datetime | None = None
+    error: str | None = None
+    execution_time_ms: int | None = None
+
+    @property
+    def status(self) -> str:
+        return STATUS_OF_PHASE[self.phase]
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def is_active(self) -> bool:
+        return not self.is_terminal
+
+    def blocks_duplicate(self, now: datetime) -> bool:
+        """Whether an identical request made at ``now`` returns this job instead of a new one."""
+        if self.phase is Phase.FAILED:
+            return False
+        return self.is_active or now - self.created_at < DEDUP_WINDOW
+
+    def lease_expired(self, now: datetime) -> bool:
+        return self.lease_until is not None and now >= self.lease_until
+
+
+def _check(job: Job, event_type: type[JobEvent]) -> None:
+    if event_type not in ALLOWED_NEXT[job.phase]:
+        raise InvalidTransition(
+            f"job {job.id} is {job.phase.value}; {event_type.__name__} cannot follow"
+        )
+
+
+def _next(job: Job, event_type: type[JobEvent], now: datetime, **facts: Any) -> Any:
+    _check(job, event_type)
+    return event_type(
+        originator_id=job.id, originator_version=job.version + 1, timestamp=now, **facts
+    )
+
+
+# Commands: check invariants, return the new event.
+
+
+def request_job(job_id: UUID, request: ExtractionRequest, now: datetime) -> JobRequested:
+    return JobRequested(
+        originator_id=job_id,
+        originator_version=1,
+        timestamp=now,
+        request=request.to_dict(),
+        request_hash=request.request_hash,
+    )
+
+
+def claim(job: Job, worker_id: str, now: datetime, lease: timedelta) -> JobClaimed:
+    if job.phase is Phase.CLAIMED and not job.lease_expired(now):
+        raise InvalidTransition(f"job {job.id} is claimed by another worker until its lease ends")
+    return _next(
+        job, JobClaimed, now, worker_id=worker_id, lease_until=now + lease, attempt=job.attempts + 1
+    )
+
+
+def store_result(job: Job, worker_id: str, result: ResultRef, now: datetime) -> JobResultStored:
+    _check(job, JobResultStored)
+    if job.claimed_by != worker_id:
+        raise InvalidTransition(f"job {job.id} is not claimed by this worker")
+    return _next(
+        job,
+        JobResultStored,
+        now,
+        worker_id=worker_id,
+        path=result.path,
+        size_bytes=result.size_bytes,
+        row_count=result.row_count,
+        hmac=result.hmac,
+    )
+
+
+def complete(job: Job, worker_id: str, now: datetime, execution_time_ms: int) -> JobCompleted:
+    _check(job, JobCompleted)
+    if job.claimed_by != worker_id:
+        raise InvalidTransition(f"job {job.id} is not claimed by this worker")
+    return _next(job, JobCompleted, now, worker_id=worker_id, execution_time_ms=execution_time_ms)
+
+
+def fail(job: Job, error: str, now: datetime, worker_id: str = "") -> JobFailed:
+    if worker_id and job.phase is not Phase.REQUESTED and job.claimed_by != worker_id:
+        raise InvalidTransition(f"job {job.id} is not claimed by this worker")
+    return _next(job, JobFailed, now, error=error, worker_id=worker_id)
+
+
+# The mutator: copies facts from an event into a new snapshot.
+
+
+@singledispatch
+def _apply(event: JobEvent, job: Job | None) -> Job:
+    raise TypeError(f"unknown job event {type(event).__name__}")
+
+
+@_apply.register
+def _(event: JobRequested, job: Job | None) -> Job:
+    return Job(
+        id=event.originator_id,
+        version=event.originator_version,
+        phase=Phase.REQUESTED,
+        request=ExtractionRequest.restore(event.request, event.request_hash),
+        created_at=event.timestamp,
+    )
+
+
+def _after(job: Job | None, event: JobEvent) -> Job:
+    if job is None:
+        raise TypeError(f"{type(event).__name__} cannot start a job")
+    return job
+
+
+@_apply.register
+def _(event: JobClaimed, job: Job | None) -> Job:
+    return replace(
+        _after(job, event),
+        version=event.originator_version,
+        phase=Phase.CLAIMED,
+        claimed_by=event.worker_id,
+        lease_until=event.lease_until,
+        attempts=event.attempt,
+    )
+
+
+@_apply.register
+def _(event: JobResultStored, job: Job | None) -> Job:
+    return replace(
+        _after(job, event),
+        version=event.originator_version,
+        phase=Phase.RESULT_STORED,
+        result=ResultRef(event.path, event.size_bytes, event.row_count, event.hmac),
+    )
+
+
+@_apply.register
+def _(event: JobCompleted, job: Job | None) -> Job:
+    return replace(
+        _after(job, event),
+        version=event.originator_version,
+        phase=Phase.COMPLETED,
+        finished_at=event.timestamp,
+        execution_time_ms=event.execution_time_ms,
+        lease_until=None,
+    )
+
+
+@_apply.register
+def _(event: JobFailed, job: Job | None) -> Job:
+    return replace(
+        _after(job, event),
+        version=event.originator_version,
+        phase=Phase.FAILED,
+        finished_at=event.timestamp,
+        error=event.error,
+        lease_until=None,
+    )
+
+
+def fold(events: Iterable[JobEvent], job: Job | None = None) -> Job | None:
+    for event in events:
+        job = _apply(event, job)
+    return job
