@@ -1,0 +1,161 @@
+"""RequestJob: validate, deduplicate, check connections, record ``Requested``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from application.connections import ConnectionDirectory, EndpointFactory
+from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
+from application.ports.clock import Clock, IdGenerator
+from application.ports.datasource_reader import DatasourceReader
+from application.ports.job_event_store import JobEventStore
+from domain import dedup
+from domain.connection import Connection, normalise_source
+from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
+from domain.job import Job, fold, request_job
+from domain.request import ExtractionRequest
+
+log = logging.getLogger(__name__)
+
+CONNECTION_TEST_TIMEOUT = 5.0
+
+
+class NoConnections(InvalidRequest):
+    code = "FET-1020"
+    title = "No Connections Found"
+
+
+class ConnectionNotAssigned(InvalidRequest):
+    code = "FET-1014"
+    title = "Connection Not Assigned"
+
+
+class ProductMismatch(InvalidRequest):
+    code = "FET-1016"
+    title = "Product Mismatch"
+
+
+class ConnectionDown(InvalidRequest):
+    code = "FET-1040"
+    title = "Connection Down"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestJobResult:
+    job: Job
+    created: bool
+    notification_id: int | None = None
+
+
+@dataclass(slots=True)
+class RequestJob:
+    store: JobEventStore
+    directory: ConnectionDirectory
+    endpoints: EndpointFactory
+    reader: DatasourceReader
+    clock: Clock
+    ids: IdGenerator
+    test_timeout: float = CONNECTION_TEST_TIMEOUT
+
+    async def __call__(
+        self,
+        mapped_fields: Mapping[str, Any] | None,
+        filters: Mapping[str, Any] | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> RequestJobResult:
+        request = ExtractionRequest.create(mapped_fields, filters, metadata)
+        slot_id = dedup.slot_id(request.request_hash)
+        existing = await self._blocking_job(slot_id)
+        if existing is not None:
+            return RequestJobResult(existing, created=False)
+        connections = await self._resolve(request)
+        self._check_ownership(request, connections)
+        await self._test_connections(connections)
+        for _attempt in range(3):
+            slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
+            if slot.job_id is not None:
+                holder = await self._job(slot.job_id)
+                if holder is not None and holder.blocks_duplicate(self.clock.now()):
+                    return RequestJobResult(holder, created=False)
+            now = self.clock.now()
+            requested = request_job(self.ids.new_id(), request, now)
+            try:
+                notification_id = await self.store.append(
+                    [requested, dedup.take(slot, requested.originator_id, now)]
+                )
+            except ConcurrencyConflict:
+                continue
+            job = fold([requested])
+            assert job is not None
+            return RequestJobResult(job, created=True, notification_id=notification_id)
+        raise ConcurrencyConflict("the request could not be recorded; please retry")
+
+    async def _job(self, job_id: Any) -> Job | None:
+        return fold(await self.store.job_events(job_id))
+
+    async def _blocking_job(self, slot_id: Any) -> Job | None:
+        slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
+        if slot.job_id is None:
+            return None
+        job = await self._job(slot.job_id)
+        if job is not None and job.blocks_duplicate(self.clock.now()):
+            return job
+        return None
+
+    async def _resolve(self, request: ExtractionRequest) -> dict[str, Connection]:
+        names = request.datasource_names
+        found = await self.directory.resolve(names)
+        if not found:
+            raise NoConnections("No connections configured for the requested datasources")
+        for name in names:
+            if name not in found:
+                raise NoConnections(
+                    f"No connection configured for datasource '{name}'", title="Missing Data Source"
+                )
+        return found
+
+    @staticmethod
+    def _check_ownership(request: ExtractionRequest, connections: Mapping[str, Connection]) -> None:
+        source = normalise_source(request.source)
+        for name in sorted(connections):
+            connection = connections[name]
+            if connection.internal:
+                continue
+            if not connection.product_name:
+                raise ConnectionNotAssigned(
+                    f"Connection '{name}' has no product assigned. "
+                    "Use the migration endpoint to assign it first."
+                )
+            if connection.product_name != source:
+                raise ProductMismatch(
+                    f"Connection '{name}' does not belong to the product identified by "
+                    f"source '{request.source}'"
+                )
+
+    async def _test_connections(self, connections: Mapping[str, Connection]) -> None:
+        external = [connections[name] for name in sorted(connections) if not connections[name].internal]
+
+        async def probe(connection: Connection) -> FetcherError | None:
+            try:
+                endpoint = self.endpoints.endpoint(connection)
+                await asyncio.wait_for(
+                    self.reader.test(endpoint, self.test_timeout), self.test_timeout + 1
+                )
+            except (ForbiddenHost, InvalidSslMode) as error:
+                return error
+            except (DatasourceError, TimeoutError, FetcherError) as error:
+                log.info("connection %s failed its test: %s", connection.config_name, error)
+                return ConnectionDown(f"Connection '{connection.config_name}' is not available")
+            return None
+
+        results = await asyncio.gather(*(probe(c) for c in external))
+        for error in results:
+            if error is not None:
+                raise error
+
+

@@ -1,0 +1,186 @@
+"""RunJob: claim a requested job, extract it, store the sealed result, record the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from typing import Any
+from uuid import UUID
+
+from application.connections import ConnectionDirectory, EndpointFactory
+from application.errors import CredentialKeyMissing, DatasourceError, StorageError
+from application.extraction_plan import DatasourcePlan, ExtractionError, plan_datasource
+from application.ports.clock import Clock
+from application.ports.datasource_reader import DatasourceReader
+from application.ports.job_event_store import JobEventStore
+from application.ports.result_sealer import ResultSealer
+from application.ports.result_storage import ResultStorage
+from application.result_writer import WrittenResult, write_result
+from application.tasks import first_error
+from domain import job as jobs
+from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
+from domain.job import Job, ResultRef
+from domain.redaction import redact
+
+log = logging.getLogger(__name__)
+
+RESULT_KEY = "external-data/{job_id}.json"
+
+
+class RunOutcome(Enum):
+    DONE = "done"
+    """The message is handled (the job ended, or another worker owns it)."""
+    RETRY = "retry"
+    """The outcome could not be recorded; deliver the message again later."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunLimits:
+    max_result_bytes: int = 256 * 1024 * 1024
+    timeout: float = 300.0
+    parallelism: int = 4
+    lease: timedelta = timedelta(minutes=10)
+    attempts: int = 3
+    retry_backoff: float = 1.0
+
+
+@dataclass(slots=True)
+class RunJob:
+    store: JobEventStore
+    directory: ConnectionDirectory
+    endpoints: EndpointFactory
+    reader: DatasourceReader
+    sealer: ResultSealer
+    storage: ResultStorage
+    clock: Clock
+    worker_id: str
+    limits: RunLimits = field(default_factory=RunLimits)
+
+    async def __call__(self, job_id: UUID) -> RunOutcome:
+        job = jobs.fold(await self.store.job_events(job_id))
+        if job is None:
+            log.warning("work order for unknown job %s dropped", job_id)
+            return RunOutcome.DONE
+        if job.is_terminal:
+            return RunOutcome.DONE
+        try:
+            claimed = jobs.claim(job, self.worker_id, self.clock.now(), self.limits.lease)
+            await self.store.append([claimed])
+        except (InvalidTransition, ConcurrencyConflict):
+            log.info("job %s is being handled by another worker", job_id)
+            return RunOutcome.DONE
+        job = jobs.fold([claimed], job)
+        assert job is not None
+        started = time.monotonic()
+        try:
+            written = await self._extract_with_retries(job)
+        except FetcherError as error:
+            return await self._record_failure(job, redact(error.message))
+        except Exception:
+            log.exception("job %s failed unexpectedly", job_id)
+            return await self._record_failure(job, "operation failed: internal error")
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        return await self._record_success(job, written, elapsed_ms)
+
+    async def _extract_with_retries(self, job: Job) -> WrittenResult:
+        for attempt in range(1, self.limits.attempts + 1):
+            try:
+                return await self._extract(job)
+            except (ExtractionError, StorageError) as error:
+                transient = isinstance(error, StorageError) or error.category == "unavailable"
+                if not transient or attempt == self.limits.attempts:
+                    raise
+                log.info("job %s attempt %d failed transiently: %s", job.id, attempt, error)
+                await asyncio.sleep(self.limits.retry_backoff * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+    async def _extract(self, job: Job) -> WrittenResult:
+        key = RESULT_KEY.format(job_id=job.id)
+        try:
+            async with asyncio.timeout(self.limits.timeout):
+                plans = await self._plan(job)
+                upload = await self.storage.begin(key)
+                try:
+                    written = await write_result(
+                        plans,
+                        self.reader,
+                        self.sealer,
+                        upload,
+                        self.limits.max_result_bytes,
+                        self.limits.parallelism,
+                    )
+                    await upload.commit()
+                except BaseException:
+                    await asyncio.shield(upload.abort())
+                    raise
+        except TimeoutError:
+            raise ExtractionError("timeout", "execution exceeded its deadline") from None
+        return written
+
+    async def _plan(self, job: Job) -> list[DatasourcePlan]:
+        request = job.request
+        names = request.datasource_names
+        connections = await self.directory.resolve(names)
+        if any(name not in connections for name in names):
+            raise ExtractionError(
+                "not_found", "extraction references an unknown datasource connection"
+            )
+        gate = asyncio.Semaphore(self.limits.parallelism)
+
+        async def plan(name: str) -> DatasourcePlan:
+            connection = connections[name]
+            try:
+                endpoint = self.endpoints.endpoint(connection)
+            except CredentialKeyMissing as error:
+                raise ExtractionError("unavailable", error.message) from error
+            filters: Mapping[str, Any] = request.filters.get(name, {})
+            async with gate:
+                return await plan_datasource(
+                    name, connection, endpoint, request.mapped_fields[name], filters, self.reader
+                )
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(plan(name)) for name in names]
+        except BaseExceptionGroup as group_error:
+            raise first_error(group_error) from None
+        return [task.result() for task in tasks]
+
+    async def _record_success(
+        self, job: Job, written: WrittenResult, elapsed_ms: int
+    ) -> RunOutcome:
+        now = self.clock.now()
+        ref = ResultRef(
+            path=RESULT_KEY.format(job_id=job.id),
+            size_bytes=written.size_bytes,
+            row_count=written.row_count,
+            hmac=written.hmac,
+        )
+        stored = jobs.store_result(job, self.worker_id, ref, now)
+        after = jobs.fold([stored], job)
+        assert after is not None
+        completed = jobs.complete(after, self.worker_id, now, max(elapsed_ms, 1))
+        return await self._append(job, [stored, completed])
+
+    async def _record_failure(self, job: Job, message: str) -> RunOutcome:
+        log.info("job %s failed: %s", job.id, message)
+        failed = jobs.fail(job, message, self.clock.now(), self.worker_id)
+        return await self._append(job, [failed])
+
+    async def _append(self, job: Job, events: list[Any]) -> RunOutcome:
+        for attempt in range(self.limits.attempts):
+            try:
+                await self.store.append(events)
+                return RunOutcome.DONE
+            except ConcurrencyConflict:
+                log.warning("job %s changed under this worker; outcome dropped", job.id)
+                return RunOutcome.DONE
+            except Unavailable:
+                await asyncio.sleep(self.limits.retry_backoff * 2**attempt)
+        return RunOutcome.RETRY
+

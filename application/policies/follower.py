@@ -1,0 +1,67 @@
+"""Following the event store's notification log (the outbox) with a tracked position."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from application.ports.job_event_store import JobEventStore, LoggedEvent
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[LoggedEvent], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class LogFollower:
+    """Hands every logged event, in order, to ``handle``, then records the position.
+
+    The position is recorded after the effect, so an effect may repeat after a crash (at
+    least once) but is never skipped: a failing event is retried with bounded backoff until it
+    succeeds, and events the handler ignores still advance the position.
+    """
+
+    name: str
+    store: JobEventStore
+    handle: Handler
+    batch: int = 100
+    poll_interval: float = 0.5
+    max_backoff: float = 30.0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run_once(self) -> int:
+        position = await self.store.position(self.name)
+        logged = await self.store.read_log(position, self.batch)
+        for item in logged:
+            await self.handle(item)
+            await self.store.advance(self.name, item.notification_id)
+        return len(logged)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        backoff = self.poll_interval
+        while not stop.is_set():
+            try:
+                handled = await self.run_once()
+                backoff = self.poll_interval
+            except Exception as error:
+                log.warning("%s: will retry in %.1fs after: %s", self.name, backoff, error)
+                handled = 0
+                await _sleep_or(stop, backoff)
+                backoff = min(backoff * 2, self.max_backoff)
+                continue
+            if handled == 0:
+                self.wake.clear()
+                await _sleep_or(stop, self.poll_interval, self.wake)
+
+
+async def _sleep_or(stop: asyncio.Event, seconds: float, wake: asyncio.Event | None = None) -> None:
+    waiters = [asyncio.ensure_future(stop.wait())]
+    if wake is not None:
+        waiters.append(asyncio.ensure_future(wake.wait()))
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -1,0 +1,115 @@
+"""HTTP bodies (msgspec Structs), camel-cased as the reference API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class DataRequest(msgspec.Struct):
+    mappedFields: dict[str, dict[str, list[str]]] | None = None
+    filters: dict[str, dict[str, dict[str, dict[str, list[Any]]]]] | None = None
+
+
+class FetcherRequest(msgspec.Struct):
+    dataRequest: DataRequest | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class JobAccepted(msgspec.Struct):
+    jobId: str
+    status: str
+    createdAt: str
+    message: str
+
+
+class JobView(msgspec.Struct, omit_defaults=True):
+    id: str
+    metadata: dict[str, Any] | None = None
+    mappedFields: dict[str, Any] | None = None
+    filters: dict[str, Any] | None = None
+    status: str = ""
+    resultPath: str | None = None
+    resultHmac: str | None = None
+    requestHash: str | None = None
+    createdAt: str | None = None
+    completedAt: str | None = None
+
+
+class JobHistoryEntry(msgspec.Struct):
+    type: str
+    version: int
+    timestamp: str
+    facts: dict[str, Any]
+
+
+class JobHistory(msgspec.Struct):
+    jobId: str
+    events: list[JobHistoryEntry]
+
+
+class SslInput(msgspec.Struct):
+    mode: str | None = None
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+
+class ConnectionCreate(msgspec.Struct):
+    configName: str | None = None
+    type: str | None = None
+    host: str | None = None
+    port: int | None = None
+    databaseName: str | None = None
+    schema: str | None = None
+    userName: str | None = None
+    password: str | None = None
+    ssl: SslInput | None = None
+    metadata: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"ConnectionCreate(configName={self.configName!r})"
+
+
+class SslView(msgspec.Struct, omit_defaults=True):
+    mode: str | None = None
+
+
+class ConnectionView(msgspec.Struct, omit_defaults=True):
+    id: str
+    productName: str | None = None
+    configName: str = ""
+    type: str = ""
+    host: str = ""
+    port: int = 0
+    databaseName: str = ""
+    schema: str | None = None
+    userName: str = ""
+    ssl: SslView | None = None
+    metadata: dict[str, Any] | None = None
+    createdAt: str = ""
+    updatedAt: str = ""
+
+
+class ConnectionList(msgspec.Struct):
+    items: list[ConnectionView]
+    page: int
+    limit: int
+    total: int
+
+
+class ErrorBody(msgspec.Struct, omit_defaults=True):
+    code: str
+    title: str
+    message: str
+    fields: dict[str, str] | None = None
+
+
+class Health(msgspec.Struct):
+    status: str
+
+
+class VersionView(msgspec.Struct):
+    version: str
+    requestDate: str
