@@ -1,0 +1,37 @@
+# Everything runs from the repository root with the project's private virtualenv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test check lint services services-stop clean bench
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]" --config-settings editable_mode=compat
+	touch $(STAMP)
+
+## Set up and run the service on its embedded default (127.0.0.1:4006, data in ./var).
+run: $(STAMP)
+	$(BIN)/fetcher serve
+
+## Set up, start the extra test servers, run the whole suite.
+test: $(STAMP) services
+	eval "$$(bash deploy/services.sh env)" && $(BIN)/pytest -q
+
+services:
+	bash deploy/services.sh start
+
+services-stop:
+	bash deploy/services.sh stop
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+
+check: lint test
+
+clean:
+	rm -rf $(VENV) .ci-state var .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,218 @@
+"""The composition root: builds adapters from settings and wires the use cases."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from adapters.common.clock import SystemClock, Uuid7Generator
+from adapters.crypto.credentials import AesGcmCredentialCipher
+from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
+from adapters.crypto.sealing import AesGcmResultSealer
+from adapters.crypto.signing import HmacMessageSigner
+from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.registry import EngineRegistry
+from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
+from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
+from adapters.sql.connections import SqlaConnectionRepository, create_engine_for
+from adapters.storage.filesystem import FilesystemResultStorage
+from adapters.storage.s3 import S3ResultStorage, S3Settings
+from application.commands.manage_connections import RegisterConnection, RemoveConnection
+from application.commands.request_job import RequestJob
+from application.commands.run_job import RunJob, RunLimits
+from application.connections import ConnectionDirectory, EndpointFactory
+from application.ports.datasource_reader import DatasourceReader
+from application.ports.job_event_store import JobEventStore
+from application.ports.messaging import JobEventPublisher, WorkQueue
+from application.ports.result_storage import ResultStorage
+from application.queries.connections import GetConnection, ListConnections
+from application.queries.get_job import GetJob, GetJobHistory
+from domain.connection import DatabaseType
+from entrypoints.container import ApiServices
+from entrypoints.settings import Settings, SettingsError
+
+log = logging.getLogger("fetcher")
+
+KEY_FILE = "master.key"
+
+
+def load_key_ring(settings: Settings) -> KeyRing:
+    """``APP_ENC_KEY``; on the embedded default without it, a key generated once into the data
+    folder (the service says so at start)."""
+    keys = settings.keys
+    master = keys.master_key
+    if master is None:
+        if settings.database_url or settings.broker.url or settings.storage.uses_s3:
+            raise SettingsError("APP_ENC_KEY is required (base64, at least 32 bytes)")
+        path = settings.data_dir / KEY_FILE
+        if not path.exists():
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(generate_master_key() + "\n")
+            log.warning("APP_ENC_KEY is not set: generated a master key into %s", path)
+        else:
+            log.warning("APP_ENC_KEY is not set: using the generated master key in %s", path)
+        master = path.read_text().strip()
+    try:
+        return KeyRing(master, keys.version, keys.previous or None)
+    except InvalidMasterKey as error:
+        raise SettingsError(f"APP_ENC_KEY is invalid: {error}") from None
+
+
+@dataclass(slots=True)
+class Core:
+    """Adapters every role shares, opened once per process."""
+
+    settings: Settings
+    ring: KeyRing
+    store: JobEventStore
+    directory: ConnectionDirectory
+    endpoints: EndpointFactory
+    reader: DatasourceReader
+    clock: SystemClock = field(default_factory=SystemClock)
+    ids: Uuid7Generator = field(default_factory=Uuid7Generator)
+
+    @property
+    def internal_signer(self) -> HmacMessageSigner:
+        return HmacMessageSigner.from_ring(self.ring, "internal")
+
+    @property
+    def external_signer(self) -> HmacMessageSigner:
+        return HmacMessageSigner.from_ring(self.ring, "external")
+
+    def api_services(self, checks: dict | None = None) -> ApiServices:
+        cipher = self.endpoints.cipher
+        return ApiServices(
+            request_job=RequestJob(
+                self.store, self.directory, self.endpoints, self.reader, self.clock, self.ids
+            ),
+            get_job=GetJob(self.store),
+            get_job_history=GetJobHistory(self.store),
+            register_connection=RegisterConnection(
+                self.directory.repository, cipher, self.clock, self.ids
+            ),
+            remove_connection=RemoveConnection(self.directory.repository, self.clock),
+            get_connection=GetConnection(self.directory),
+            list_connections=ListConnections(self.directory),
+            checks=checks or {"event_store": self.store.check},
+            version=self.settings.version,
+        )
+
+    def run_job(self, storage: ResultStorage) -> RunJob:
+        engine = self.settings.engine
+        return RunJob(
+            store=self.store,
+            directory=self.directory,
+            endpoints=self.endpoints,
+            reader=self.reader,
+            sealer=AesGcmResultSealer.from_ring(self.ring),
+            storage=storage,
+            clock=self.clock,
+            worker_id=f"{socket.gethostname()}:{os.getpid()}",
+            limits=RunLimits(
+                max_result_bytes=engine.max_result_bytes,
+                timeout=engine.timeout_seconds,
+                parallelism=engine.parallelism,
+            ),
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_core(settings: Settings) -> AsyncIterator[Core]:
+    ring = load_key_ring(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = EventsourcingJobEventStore.from_url(settings.database_url, settings.sqlite_path)
+    engine = create_engine_for(settings.database_url, settings.data_dir / "fetcher-data.sqlite3")
+    try:
+        await store.open()
+        repository = SqlaConnectionRepository(engine)
+        await repository.create_schema()
+        cipher = AesGcmCredentialCipher(ring)
+        yield Core(
+            settings=settings,
+            ring=ring,
+            store=store,
+            directory=ConnectionDirectory(repository),
+            endpoints=EndpointFactory(cipher),
+            reader=EngineRegistry({DatabaseType.POSTGRESQL: PostgresReader()}),
+        )
+    finally:
+        await store.close()
+        await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def open_storage(settings: Settings) -> AsyncIterator[ResultStorage]:
+    config = settings.storage
+    storage: ResultStorage
+    if config.uses_s3:
+        assert config.bucket is not None
+        storage = await S3ResultStorage.open(
+            S3Settings(
+                bucket=config.bucket,
+                endpoint_url=config.endpoint,
+                region=config.region,
+                key_prefix=config.key_prefix,
+                access_key_id=config.access_key_id,
+                secret_access_key=config.secret_key,
+                use_path_style=config.path_style,
+            )
+        )
+    else:
+        storage = FilesystemResultStorage(
+            settings.data_dir / "objects", key_prefix=config.key_prefix
+        )
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
+def topology(settings: Settings) -> RabbitTopology:
+    return RabbitTopology(
+        work_queue=settings.broker.work_queue, events_exchange=settings.broker.events_exchange
+    )
+
+
+@contextlib.asynccontextmanager
+async def open_work_queue(core: Core) -> AsyncIterator[WorkQueue]:
+    broker = core.settings.broker
+    queue: WorkQueue
+    if broker.url:
+        await topology(core.settings).apply(broker.url)
+        queue = await AioPikaWorkQueue.connect(broker.url, broker.work_queue, core.internal_signer)
+    else:
+        queue = InProcessWorkQueue(core.internal_signer, queue_name=broker.work_queue)
+    try:
+        yield queue
+    finally:
+        await queue.close()
+
+
+@contextlib.asynccontextmanager
+async def open_event_publisher(core: Core) -> AsyncIterator[JobEventPublisher]:
+    broker = core.settings.broker
+    publisher: JobEventPublisher
+    if broker.url:
+        await topology(core.settings).apply(broker.url)
+        publisher = await AioPikaJobEventPublisher.connect(
+            broker.url, broker.events_exchange, broker.cloudevents_source, core.external_signer
+        )
+    else:
+        publisher = JsonlJobEventPublisher(
+            Path(core.settings.data_dir) / "events.jsonl",
+            source=broker.cloudevents_source,
+            signer=core.external_signer,
+            exchange=broker.events_exchange,
+        )
+    try:
+        yield publisher
+    finally:
+        await publisher.close()

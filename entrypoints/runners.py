@@ -1,0 +1,211 @@
+"""The process roles: ``serve`` (all in one), ``api``, ``worker`` and ``relay``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import uvicorn
+
+from adapters.messaging.envelope import Outcome
+from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
+from adapters.messaging.rabbitmq import RabbitWorkConsumer
+from application.commands.run_job import RunJob, RunOutcome
+from application.policies import dispatch_work, emit_events
+from application.policies.dispatch_work import DispatchWork
+from application.policies.emit_events import EmitJobEvents
+from application.policies.follower import LogFollower
+from application.ports.messaging import WorkOrder
+from entrypoints.bootstrap import (
+    Core,
+    open_core,
+    open_event_publisher,
+    open_storage,
+    open_work_queue,
+    topology,
+)
+from entrypoints.http.app import create_app
+from entrypoints.settings import Settings, SettingsError
+
+log = logging.getLogger("fetcher")
+
+_OUTCOMES = {RunOutcome.DONE: Outcome.DONE, RunOutcome.RETRY: Outcome.RETRY}
+
+
+def _handler(run_job: RunJob, after: Callable[[], None]) -> Callable[[WorkOrder], Awaitable[Outcome]]:
+    async def handle(order: WorkOrder) -> Outcome:
+        outcome = await run_job(order.job_id)
+        after()
+        return _OUTCOMES[outcome]
+
+    return handle
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+async def _until_stopped(stop: asyncio.Event, *jobs: Coroutine[Any, Any, Any]) -> None:
+    """Runs ``jobs`` until ``stop`` is set or one of them ends (which then stops the rest)."""
+    tasks = [asyncio.create_task(job) for job in jobs]
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopper and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+    finally:
+        stop.set()
+        await asyncio.wait(tasks, timeout=35)
+        for task in tasks:
+            task.cancel()
+        stopper.cancel()
+
+
+def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        host=settings.http.host,
+        port=settings.http.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    return server
+
+
+async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
+    async def watch() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()
+    if not server.started:
+        raise SettingsError(
+            f"could not listen on {server.config.host}:{server.config.port}"
+        )
+
+
+def _followers(core: Core, queue: Any, publisher: Any) -> tuple[LogFollower, LogFollower]:
+    dispatcher = LogFollower(
+        dispatch_work.FOLLOWER_NAME, core.store, DispatchWork(core.store, queue)
+    )
+    emitter = LogFollower(
+        emit_events.FOLLOWER_NAME, core.store, EmitJobEvents(core.store, publisher)
+    )
+    return dispatcher, emitter
+
+
+async def serve(settings: Settings) -> None:
+    """Every role in one process; on the embedded default, an in-process work queue."""
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    async with (
+        open_core(settings) as core,
+        open_storage(settings) as storage,
+        open_work_queue(core) as queue,
+        open_event_publisher(core) as publisher,
+    ):
+        dispatcher, emitter = _followers(core, queue, publisher)
+        handler = _handler(core.run_job(storage), emitter.wake.set)
+        consumer: Any
+        if isinstance(queue, InProcessWorkQueue):
+            consumer = InProcessWorkConsumer(
+                queue, core.internal_signer, handler, concurrency=settings.broker.workers
+            )
+        else:
+            assert settings.broker.url is not None
+            consumer = await RabbitWorkConsumer.connect(
+                settings.broker.url,
+                settings.broker.work_queue,
+                core.internal_signer,
+                handler,
+                prefetch=settings.broker.workers,
+            )
+        services = core.api_services(
+            {
+                "event_store": core.store.check,
+                "broker": queue.check,
+                "events": publisher.check,
+                "storage": storage.check,
+            }
+        )
+        services.on_job_recorded = dispatcher.wake.set
+        server = _uvicorn(settings, create_app(services))
+        log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
+        try:
+            await _until_stopped(
+                stop,
+                _serve_http(server, stop),
+                dispatcher.run(stop),
+                emitter.run(stop),
+                consumer.run(),
+            )
+        finally:
+            await consumer.stop()
+
+
+async def api(settings: Settings) -> None:
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    if not settings.broker.url:
+        raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
+    async with open_core(settings) as core, open_storage(settings) as storage:
+        await topology(settings).apply(settings.broker.url)
+        services = core.api_services(
+            {"event_store": core.store.check, "storage": storage.check}
+        )
+        server = _uvicorn(settings, create_app(services))
+        log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
+        await _until_stopped(stop, _serve_http(server, stop))
+
+
+async def worker(settings: Settings) -> None:
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    if not settings.broker.url:
+        raise SettingsError("RABBITMQ_URL is required for `fetcher worker`")
+    async with open_core(settings) as core, open_storage(settings) as storage:
+        await topology(settings).apply(settings.broker.url)
+        consumer = await RabbitWorkConsumer.connect(
+            settings.broker.url,
+            settings.broker.work_queue,
+            core.internal_signer,
+            _handler(core.run_job(storage), lambda: None),
+            prefetch=settings.broker.workers,
+        )
+        log.info("fetcher worker consuming %s", settings.broker.work_queue)
+        try:
+            await _until_stopped(stop, consumer.run())
+        finally:
+            await consumer.stop()
+
+
+async def relay(settings: Settings) -> None:
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    if not settings.broker.url:
+        raise SettingsError("RABBITMQ_URL is required for `fetcher relay`")
+    async with (
+        open_core(settings) as core,
+        open_work_queue(core) as queue,
+        open_event_publisher(core) as publisher,
+    ):
+        dispatcher, emitter = _followers(core, queue, publisher)
+        for follower in (dispatcher, emitter):
+            follower.poll_interval = 0.2
+        log.info("fetcher relay following the event log")
+        await _until_stopped(stop, dispatcher.run(stop), emitter.run(stop))

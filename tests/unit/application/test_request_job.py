@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from adapters.crypto.sealing import open_result
+from domain.errors import InvalidRequest
+from domain.job import JobRequested
+
+SOURCE = {"source": "payments"}
+
+
+async def test_new_request_records_requested_and_is_dispatched(app):
+    await app.connection()
+    result = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    assert result.created and result.job.status == "pending"
+    events = await app.store.job_events(result.job.id)
+    assert [type(e) for e in events] == [JobRequested]
+    assert await app.dispatcher.run_once() == 2  # the job's event and its request slot
+    assert [o.job_id for o in app.queue.published] == [result.job.id]
+
+
+async def test_identical_request_within_window_returns_existing_job(app):
+    await app.connection()
+    first = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    second = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    assert not second.created and second.job.id == first.job.id
+
+
+async def test_twenty_concurrent_identical_requests_create_one_job(app):
+    await app.connection()
+    results = await asyncio.gather(
+        *(app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE) for _ in range(20))
+    )
+    assert sum(r.created for r in results) == 1
+    assert len({r.job.id for r in results}) == 1
+
+
+async def test_failed_job_does_not_block_a_new_request(app):
+    await app.connection()
+    first = await app.request_job({"pgsql": {"missing": ["id"]}}, None, SOURCE)
+    await app.run_job(first.job.id)
+    second = await app.request_job({"pgsql": {"missing": ["id"]}}, None, SOURCE)
+    assert second.created and second.job.id != first.job.id
+
+
+async def test_completed_job_blocks_only_for_five_minutes(app):
+    await app.connection()
+    first = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    await app.run_job(first.job.id)
+    app.clock.advance(minutes=4)
+    assert not (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).created
+    app.clock.advance(minutes=2)
+    assert (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).created
+
+
+async def test_active_job_blocks_even_after_five_minutes(app):
+    await app.connection()
+    first = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    app.clock.advance(hours=2)
+    again = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    assert not again.created and again.job.id == first.job.id
+
+
+@pytest.mark.parametrize(
+    ("setup", "source", "code", "message"),
+    [
+        (None, "payments", "FET-1020", "No connections configured for the requested datasources"),
+        ("other", "payments", "FET-1016",
+         "Connection 'pgsql' does not belong to the product identified by source 'payments'"),
+    ],
+)
+async def test_connection_resolution_and_ownership_errors(app, setup, source, code, message):
+    if setup:
+        await app.connection(product=setup)
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, {"source": source})
+    assert (caught.value.code, caught.value.message) == (code, message)
+
+
+async def test_missing_one_of_several_datasources_is_named(app):
+    await app.connection()
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job({"pgsql": {"a": ["id"]}, "zzz": {"b": ["x"]}}, None, SOURCE)
+    assert caught.value.code == "FET-1020"
+    assert caught.value.message == "No connection configured for datasource 'zzz'"
+
+
+async def test_source_is_compared_after_normalisation(app):
+    await app.connection()
+    result = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, {"source": " Payments "})
+    assert result.created
+
+
+async def test_unreachable_connection_is_refused_before_recording(app):
+    await app.connection()
+    app.reader.database("db.local", "pgsql").fail_connect = True
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    assert (caught.value.code, caught.value.message) == (
+        "FET-1040",
+        "Connection 'pgsql' is not available",
+    )
+    assert await app.store.read_log(0, 10) == []
+
+
+async def test_end_to_end_on_twins_result_decrypts_and_matches_hmac(app):
+    await app.connection()
+    job = (await app.request_job({"pgsql": {"accounts": ["*"], "empty": ["id"]}}, None, SOURCE)).job
+    await app.run_job(job.id)
+    await app.emitter.run_once()
+    [note] = app.publisher.published
+    assert note.status == "completed"
+    blob = app.storage.objects[f"external-data/{job.id}.json"]
+    keys = app.ring.current
+    import json
+
+    body = json.loads(note.body)
+    plaintext = open_result(blob, keys.storage, keys.external_hmac, body["result"]["hmac"])
+    assert json.loads(plaintext) == {
+        "pgsql": {"accounts": [{"id": i, "name": f"n{i}"} for i in range(1, 6)]}
+    }
+    assert body["result"]["rowCount"] == 5
+    assert body["result"]["sizeBytes"] == len(plaintext)

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import json
+
+from application.commands.run_job import RunOutcome
+from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
+
+SOURCE = {"source": "payments"}
+
+
+async def _job(app, mapped):
+    await app.connection()
+    return (await app.request_job(mapped, None, SOURCE)).job
+
+
+async def test_successful_run_records_claim_result_and_completion(app):
+    job = await _job(app, {"pgsql": {"accounts": ["name"]}})
+    assert await app.run_job(job.id) is RunOutcome.DONE
+    events = await app.store.job_events(job.id)
+    assert [type(e) for e in events] == [JobRequested, JobClaimed, JobResultStored, JobCompleted]
+    stored = events[2]
+    assert (stored.path, stored.row_count) == (f"external-data/{job.id}.json", 5)
+
+
+async def test_second_delivery_of_the_same_job_does_nothing(app):
+    job = await _job(app, {"pgsql": {"accounts": ["name"]}})
+    await app.run_job(job.id)
+    assert await app.run_job(job.id) is RunOutcome.DONE
+    assert len(await app.store.job_events(job.id)) == 4
+
+
+async def test_missing_table_fails_with_reference_message_and_stores_nothing(app):
+    job = await _job(app, {"pgsql": {"nope": ["id"]}})
+    await app.run_job(job.id)
+    *_, failed = await app.store.job_events(job.id)
+    assert isinstance(failed, JobFailed)
+    assert failed.error.startswith(
+        "engine extraction: engine: [validation] extraction request failed schema validation"
+    )
+    assert "nope" in failed.error
+    assert app.storage.objects == {}
+    await app.emitter.run_once()
+    [note] = app.publisher.published
+    body = json.loads(note.body)
+    assert body == {
+        "jobId": str(job.id),
+        "metadata": {"error": {"message": failed.error}, "source": "payments"},
+        "status": "failed",
+    }
+
+
+async def test_unknown_field_fails_the_job(app):
+    job = await _job(app, {"pgsql": {"accounts": ["id", "ghost"]}})
+    await app.run_job(job.id)
+    *_, failed = await app.store.job_events(job.id)
+    assert isinstance(failed, JobFailed) and "ghost" in failed.error
+
+
+async def test_result_over_the_size_limit_is_not_stored(app):
+    job = await _job(app, {"pgsql": {"accounts": ["*"]}})
+    app.run_job.limits = type(app.run_job.limits)(max_result_bytes=40, retry_backoff=0.0)
+    await app.run_job(job.id)
+    *_, failed = await app.store.job_events(job.id)
+    assert failed.error == (
+        "engine extraction: engine: [limit_exceeded] extraction result exceeds the configured "
+        "size limit"
+    )
+    assert app.storage.objects == {} and app.storage.pending_uploads == 0
+
+
+async def test_query_failure_after_retries_fails_the_job(app):
+    job = await _job(app, {"pgsql": {"accounts": ["*"]}})
+    app.reader.database("db.local", "pgsql").fail_query = True
+    await app.run_job(job.id)
+    *_, failed = await app.store.job_events(job.id)
+    assert failed.error == "engine extraction: engine: [unavailable] failed to query datasource"
+    assert app.storage.objects == {}
+
+
+async def test_several_datasources_land_in_one_result_in_name_order(app):
+    await app.connection("pgsql")
+    other = app.reader.database("db.local", "zzz")
+    from adapters.memory.datasource_reader import MemoryTable
+
+    other.tables["t"] = MemoryTable(columns=[("v", "text")], rows=[{"v": "x"}])
+    await app.connection("zzz")
+    job = (await app.request_job({"zzz": {"t": ["v"]}, "pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    await app.run_job(job.id)
+    from adapters.crypto.sealing import open_result
+
+    keys = app.ring.current
+    text = open_result(
+        app.storage.objects[f"external-data/{job.id}.json"], keys.storage, keys.external_hmac, None
+    )
+    assert list(json.loads(text)) == ["pgsql", "zzz"]
+    assert json.loads(text)["zzz"] == {"t": [{"v": "x"}]}
+
+
+async def test_one_failing_datasource_fails_the_whole_job(app):
+    await app.connection("pgsql")
+    app.reader.database("db.local", "zzz").fail_query = True
+    app.reader.database("db.local", "zzz").tables["t"] = __import__(
+        "adapters.memory.datasource_reader", fromlist=["MemoryTable"]
+    ).MemoryTable(columns=[("v", "text")])
+    await app.connection("zzz")
+    job = (await app.request_job({"zzz": {"t": ["v"]}, "pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    await app.run_job(job.id)
+    *_, failed = await app.store.job_events(job.id)
+    assert isinstance(failed, JobFailed)
+    assert app.storage.objects == {}
+
+
+async def test_emitter_retries_until_the_publish_succeeds(app):
+    job = await _job(app, {"pgsql": {"accounts": ["id"]}})
+    await app.run_job(job.id)
+    app.publisher.fail_next(2)
+    for _ in range(2):
+        try:
+            await app.emitter.run_once()
+        except Exception:
+            pass
+    assert app.publisher.published == []
+    await app.emitter.run_once()
+    assert [n.status for n in app.publisher.published] == ["completed"]
+    assert await app.emitter.run_once() == 0
