@@ -76,18 +76,14 @@ def build_reads(
             for field in fields:
                 column = table.column(normalise_field(connection.type, field))
                 if column is None:
-                    raise validation_error(
-                        f"field '{field}' not found in '{config_name}.{key}'"
-                    )
+                    raise validation_error(f"field '{field}' not found in '{config_name}.{key}'")
                 picked.append(column)
             columns = tuple(picked)
         conditions: dict[str, dict[str, tuple[Any, ...]]] = {}
         for field, condition in table_filters.get(key, {}).items():
             name = normalise_field(connection.type, field)
             if table.column(name) is None:
-                raise validation_error(
-                    f"filter field '{field}' not found in '{config_name}.{key}'"
-                )
+                raise validation_error(f"filter field '{field}' not found in '{config_name}.{key}'")
             ops = {op: tuple(values) for op, values in condition.items() if values}
             if ops:
                 conditions[name] = ops

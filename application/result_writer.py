@@ -164,4 +164,3 @@ async def write_result(
     return WrittenResult(
         size_bytes=stream.plaintext_size, row_count=budget.rows, hmac=stream.hmac_hex
     )
-

@@ -12,7 +12,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 _NEEDS_ESCAPE = frozenset(_ESCAPES)
 
 

@@ -13,7 +13,10 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (re.compile(r"Addr:\s+\S+", re.ASCII), "Addr: [redacted]"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", re.ASCII), "[redacted]"),
-    (re.compile(r"\b(password|passwd|pwd|secret|token)\s*=\s*\S+", re.ASCII | re.I), r"\1=[redacted]"),
+    (
+        re.compile(r"\b(password|passwd|pwd|secret|token)\s*=\s*\S+", re.ASCII | re.I),
+        r"\1=[redacted]",
+    ),
 )
 
 

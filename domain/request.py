@@ -66,7 +66,7 @@ def _check_mapped_fields(mapped: MappedFields) -> None:
         raise InvalidRequest(
             f"Maximum {MAX_DATASOURCES} datasources allowed per job, got {len(mapped)}"
         )
-    for config, tables in mapped.items():
+    for tables in mapped.values():
         if not any(len(fields) > 0 for fields in tables.values()):
             raise InvalidRequest("datasource must have at least one table with fields")
     for config, tables in mapped.items():
@@ -178,7 +178,9 @@ def canonical_json(
             for table, fields in tables.items():
                 rendered_fields = {}
                 for field, condition in fields.items():
-                    ops = [(op, gojson.encode(condition[op])) for op in OPERATORS if condition.get(op)]
+                    ops = [
+                        (op, gojson.encode(condition[op])) for op in OPERATORS if condition.get(op)
+                    ]
                     rendered_fields[field] = gojson.encode_ordered(ops)
                 rendered_tables[table] = _raw_map(rendered_fields)
             rendered[config] = _raw_map(rendered_tables)

@@ -36,7 +36,9 @@ log = logging.getLogger("fetcher")
 _OUTCOMES = {RunOutcome.DONE: Outcome.DONE, RunOutcome.RETRY: Outcome.RETRY}
 
 
-def _handler(run_job: RunJob, after: Callable[[], None]) -> Callable[[WorkOrder], Awaitable[Outcome]]:
+def _handler(
+    run_job: RunJob, after: Callable[[], None]
+) -> Callable[[WorkOrder], Awaitable[Outcome]]:
     async def handle(order: WorkOrder) -> Outcome:
         outcome = await run_job(order.job_id)
         after()
@@ -94,9 +96,7 @@ async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
     finally:
         watcher.cancel()
     if not server.started:
-        raise SettingsError(
-            f"could not listen on {server.config.host}:{server.config.port}"
-        )
+        raise SettingsError(f"could not listen on {server.config.host}:{server.config.port}")
 
 
 def _followers(core: Core, queue: Any, publisher: Any) -> tuple[LogFollower, LogFollower]:
@@ -165,9 +165,7 @@ async def api(settings: Settings) -> None:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
     async with open_core(settings) as core, open_storage(settings) as storage:
         await topology(settings).apply(settings.broker.url)
-        services = core.api_services(
-            {"event_store": core.store.check, "storage": storage.check}
-        )
+        services = core.api_services({"event_store": core.store.check, "storage": storage.check})
         server = _uvicorn(settings, create_app(services))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _until_stopped(stop, _serve_http(server, stop))

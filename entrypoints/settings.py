@@ -114,7 +114,9 @@ class StorageSettings:
         endpoint = env.get("OBJECT_STORAGE_ENDPOINT", "").strip() or None
         bucket = env.get("OBJECT_STORAGE_BUCKET", "").strip() or None
         if endpoint and not bucket:
-            raise SettingsError("OBJECT_STORAGE_BUCKET is required when OBJECT_STORAGE_ENDPOINT is set")
+            raise SettingsError(
+                "OBJECT_STORAGE_BUCKET is required when OBJECT_STORAGE_ENDPOINT is set"
+            )
         access = env.get("OBJECT_STORAGE_ACCESS_KEY_ID", "").strip() or None
         secret = env.get("OBJECT_STORAGE_SECRET_KEY", "").strip() or None
         if bool(access) != bool(secret):
@@ -180,9 +182,7 @@ class Settings:
         if database_url and not database_url.startswith(
             ("postgresql://", "postgres://", "sqlite:///", "memory://")
         ):
-            raise SettingsError(
-                "FETCHER_DATABASE_URL must be a postgresql:// or sqlite:/// URL"
-            )
+            raise SettingsError("FETCHER_DATABASE_URL must be a postgresql:// or sqlite:/// URL")
         return cls(
             data_dir=Path(env.get("FETCHER_DATA_DIR", "").strip() or "./var").resolve(),
             database_url=database_url,

@@ -47,9 +47,7 @@ def matches(op: str, values: Sequence[Any], actual: Any) -> bool:
 def _like(pattern: str, text: str) -> bool:
     import re
 
-    regex = "".join(
-        ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern
-    )
+    regex = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
     return re.fullmatch(regex, text, flags=re.DOTALL) is not None
 
 

@@ -76,9 +76,7 @@ def _validate(data: ConnectionInput) -> DatabaseType:
     try:
         db_type = DatabaseType(data.type)
     except ValueError:
-        invalid["type"] = (
-            "type must be one of [ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
-        )
+        invalid["type"] = "type must be one of [ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
         db_type = None  # type: ignore[assignment]
     if db_type is not None and data.ssl_mode and data.ssl_mode not in SSL_MODES[db_type]:
         invalid["ssl.mode"] = (

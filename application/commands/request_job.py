@@ -6,7 +6,6 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from application.connections import ConnectionDirectory, EndpointFactory
@@ -138,7 +137,9 @@ class RequestJob:
                 )
 
     async def _test_connections(self, connections: Mapping[str, Connection]) -> None:
-        external = [connections[name] for name in sorted(connections) if not connections[name].internal]
+        external = [
+            connections[name] for name in sorted(connections) if not connections[name].internal
+        ]
 
         async def probe(connection: Connection) -> FetcherError | None:
             try:
@@ -157,5 +158,3 @@ class RequestJob:
         for error in results:
             if error is not None:
                 raise error
-
-

@@ -13,7 +13,7 @@ from typing import Any
 from uuid import UUID
 
 from application.connections import ConnectionDirectory, EndpointFactory
-from application.errors import CredentialKeyMissing, DatasourceError, StorageError
+from application.errors import CredentialKeyMissing, StorageError
 from application.extraction_plan import DatasourcePlan, ExtractionError, plan_datasource
 from application.ports.clock import Clock
 from application.ports.datasource_reader import DatasourceReader
@@ -183,4 +183,3 @@ class RunJob:
             except Unavailable:
                 await asyncio.sleep(self.limits.retry_backoff * 2**attempt)
         return RunOutcome.RETRY
-

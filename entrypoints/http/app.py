@@ -24,9 +24,7 @@ def create_app(services: ApiServices) -> Litestar:
         route_handlers=[JobController, ConnectionController, health, readyz, version],
         dependencies={"services": Provide(provide_services)},
         exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
-        openapi_config=OpenAPIConfig(
-            title="Fetcher", version=services.version, path="/openapi"
-        ),
+        openapi_config=OpenAPIConfig(title="Fetcher", version=services.version, path="/openapi"),
         cors_config=CORSConfig(),
         request_max_body_size=MAX_BODY_BYTES,
         signature_namespace={"ApiServices": ApiServices},

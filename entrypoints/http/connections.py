@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from litestar import Controller, Request, delete, get, post
-from litestar.params import Body
+from litestar.di import NamedDependency
+from litestar.params import FromPath
 
 from application.commands.manage_connections import ConnectionInput
 from application.ports.connection_repository import ConnectionQuery
@@ -30,8 +31,12 @@ def connection_view(connection: Connection) -> ConnectionView:
         userName=connection.user_name,
         ssl=SslView(mode=connection.ssl.mode) if connection.ssl and connection.ssl.mode else None,
         metadata=dict(connection.metadata) or None,
-        createdAt=rfc3339nano(connection.created_at) if connection.created_at else "0001-01-01T00:00:00Z",
-        updatedAt=rfc3339nano(connection.updated_at) if connection.updated_at else "0001-01-01T00:00:00Z",
+        createdAt=rfc3339nano(connection.created_at)
+        if connection.created_at
+        else "0001-01-01T00:00:00Z",
+        updatedAt=rfc3339nano(connection.updated_at)
+        if connection.updated_at
+        else "0001-01-01T00:00:00Z",
     )
 
 
@@ -59,7 +64,10 @@ class ConnectionController(Controller):
 
     @post("/", status_code=201, summary="Register a connection")
     async def create(
-        self, services: ApiServices, request: Request, data: ConnectionCreate = Body()
+        self,
+        services: NamedDependency[ApiServices],
+        request: Request,
+        data: ConnectionCreate,
     ) -> ConnectionView:
         product = normalise_product(request.headers.get("x-product-name"), required=True)
         assert product is not None
@@ -88,7 +96,9 @@ class ConnectionController(Controller):
         return connection_view(connection)
 
     @get("/", summary="List connections")
-    async def list_connections(self, services: ApiServices, request: Request) -> ConnectionList:
+    async def list_connections(
+        self, services: NamedDependency[ApiServices], request: Request
+    ) -> ConnectionList:
         product = normalise_product(request.headers.get("x-product-name"), required=False)
         limit = _query_int(request, "limit", 10)
         if limit > MAX_LIMIT:
@@ -114,15 +124,20 @@ class ConnectionController(Controller):
             )
         )
         return ConnectionList(
-            items=[connection_view(c) for c in result.items], page=page, limit=limit, total=result.total
+            items=[connection_view(c) for c in result.items],
+            page=page,
+            limit=limit,
+            total=result.total,
         )
 
     @get("/{connection_id:str}", summary="Read a connection")
-    async def read(self, services: ApiServices, connection_id: str) -> ConnectionView:
-        return connection_view(
-            await services.get_connection(parse_id(connection_id, "connection"))
-        )
+    async def read(
+        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+    ) -> ConnectionView:
+        return connection_view(await services.get_connection(parse_id(connection_id, "connection")))
 
     @delete("/{connection_id:str}", status_code=204, summary="Delete a connection (soft)")
-    async def remove(self, services: ApiServices, connection_id: str) -> None:
+    async def remove(
+        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+    ) -> None:
         await services.remove_connection(parse_id(connection_id, "connection"))

@@ -52,7 +52,9 @@ def validation_error(_: Request, error: ValidationException) -> Response[ErrorBo
 
 def http_error(request: Request, error: HTTPException) -> Response[ErrorBody]:
     code, title = _FRAMEWORK.get(error.status_code, ("FET-0001", "Bad Request"))
-    if error.status_code in (404, 405):
+    if error.status_code == 400:
+        code, title, message = "FET-0001", "Invalid payload", "unable to parse request body"
+    elif error.status_code in (404, 405):
         message = f"Cannot {request.method} {request.url.path}"
     else:
         message = error.detail or title

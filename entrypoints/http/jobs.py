@@ -6,7 +6,8 @@ from typing import Any
 from uuid import UUID
 
 from litestar import Controller, Response, get, post
-from litestar.params import Body
+from litestar.di import NamedDependency
+from litestar.params import FromPath
 
 from application.queries.get_job import HistoryEntry
 from application.timefmt import rfc3339nano
@@ -78,7 +79,7 @@ class JobController(Controller):
         description="202 for a new job, 200 with the existing job for a duplicate request.",
     )
     async def create_job(
-        self, services: ApiServices, data: FetcherRequest = Body()
+        self, services: NamedDependency[ApiServices], data: FetcherRequest
     ) -> Response[JobAccepted]:
         mapped = data.dataRequest.mappedFields if data.dataRequest else None
         if mapped is None:
@@ -111,10 +112,14 @@ class JobController(Controller):
         )
 
     @get("/{job_id:str}", summary="Read a job, rebuilt from its own events")
-    async def read_job(self, services: ApiServices, job_id: str) -> JobView:
+    async def read_job(
+        self, services: NamedDependency[ApiServices], job_id: FromPath[str]
+    ) -> JobView:
         return job_view(await services.get_job(parse_id(job_id, "job")))
 
     @get("/{job_id:str}/events", summary="A job's event history, in order, for auditors")
-    async def read_history(self, services: ApiServices, job_id: str) -> JobHistory:
+    async def read_history(
+        self, services: NamedDependency[ApiServices], job_id: FromPath[str]
+    ) -> JobHistory:
         entries = await services.get_job_history(parse_id(job_id, "job"))
         return JobHistory(jobId=job_id.lower(), events=[history_entry(e) for e in entries])

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from litestar import Response, get
+from litestar.di import NamedDependency
 
 from application.timefmt import rfc3339nano
 from entrypoints.container import ApiServices
@@ -33,7 +34,7 @@ async def _run_check(check: Any) -> dict[str, Any]:
 
 
 @get("/readyz", tags=["operations"], summary="Readiness of the event store, broker and storage")
-async def readyz(services: ApiServices) -> Response[dict[str, Any]]:
+async def readyz(services: NamedDependency[ApiServices]) -> Response[dict[str, Any]]:
     names = list(services.checks)
     results = await asyncio.gather(*(_run_check(services.checks[n]) for n in names))
     checks = dict(zip(names, results, strict=True))
@@ -48,5 +49,5 @@ async def readyz(services: ApiServices) -> Response[dict[str, Any]]:
 
 
 @get("/version", tags=["operations"], summary="Service version")
-async def version(services: ApiServices) -> VersionView:
+async def version(services: NamedDependency[ApiServices]) -> VersionView:
     return VersionView(version=services.version, requestDate=rfc3339nano(datetime.now(UTC)))

@@ -67,8 +67,12 @@ async def test_active_job_blocks_even_after_five_minutes(app):
     ("setup", "source", "code", "message"),
     [
         (None, "payments", "FET-1020", "No connections configured for the requested datasources"),
-        ("other", "payments", "FET-1016",
-         "Connection 'pgsql' does not belong to the product identified by source 'payments'"),
+        (
+            "other",
+            "payments",
+            "FET-1016",
+            "Connection 'pgsql' does not belong to the product identified by source 'payments'",
+        ),
     ],
 )
 async def test_connection_resolution_and_ownership_errors(app, setup, source, code, message):

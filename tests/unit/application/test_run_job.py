@@ -84,7 +84,9 @@ async def test_several_datasources_land_in_one_result_in_name_order(app):
 
     other.tables["t"] = MemoryTable(columns=[("v", "text")], rows=[{"v": "x"}])
     await app.connection("zzz")
-    job = (await app.request_job({"zzz": {"t": ["v"]}, "pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    job = (
+        await app.request_job({"zzz": {"t": ["v"]}, "pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    ).job
     await app.run_job(job.id)
     from adapters.crypto.sealing import open_result
 
@@ -103,7 +105,9 @@ async def test_one_failing_datasource_fails_the_whole_job(app):
         "adapters.memory.datasource_reader", fromlist=["MemoryTable"]
     ).MemoryTable(columns=[("v", "text")])
     await app.connection("zzz")
-    job = (await app.request_job({"zzz": {"t": ["v"]}, "pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    job = (
+        await app.request_job({"zzz": {"t": ["v"]}, "pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    ).job
     await app.run_job(job.id)
     *_, failed = await app.store.job_events(job.id)
     assert isinstance(failed, JobFailed)

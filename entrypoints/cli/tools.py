@@ -1,0 +1,377 @@
+"""Consumer and operator tools: derive the keys a consumer needs, verify an event signature,
+decrypt a stored result. Keys are printed only by the two ``keys`` commands."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.crypto.keys import (
+    EXTERNAL_HMAC_INFO,
+    STORAGE_ENCRYPTION_INFO,
+    InvalidMasterKey,
+    KeyRing,
+    decode_master_key,
+    derive,
+)
+from adapters.crypto.sealing import (
+    ResultDecryptionFailed,
+    ResultHmacMismatch,
+    ResultOpenFailed,
+    decrypt_result,
+    hmac_matches,
+)
+from adapters.crypto.signing import HmacMessageSigner
+from application.errors import InvalidSignature
+
+_HEX_64 = re.compile(r"[0-9a-fA-F]{64}")
+_NO_KEY_HELP = (
+    "Error: No master key provided\n\n"
+    "Provide the key via:\n"
+    "  - APP_ENC_KEY environment variable (recommended)\n"
+    "  - stdin (pipe or redirect)\n"
+    "  - --key flag (not recommended: it shows in the process list)\n\n"
+)
+_BAD_KEY_HINT = "\nHint: Ensure your key is valid base64 and at least 32 bytes when decoded.\n"
+
+
+class ToolError(Exception):
+    """A failure reported to the user as one line, ``Error: <message>``."""
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    sys.stderr.flush()
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def _stdin_first_line() -> str:
+    stdin = sys.stdin
+    try:
+        if stdin is None or stdin.isatty():
+            return ""
+        return stdin.readline().strip()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return ""
+
+
+def _master_key_text(flag: str | None) -> str:
+    """APP_ENC_KEY, else the first line of piped stdin, else the --key flag (reference §5.6)."""
+    return _env("APP_ENC_KEY") or _stdin_first_line() or (flag or "").strip()
+
+
+def _print_usage(parser: argparse.ArgumentParser) -> None:
+    parser.print_usage(sys.stderr)
+
+
+# --- fetcher keys ------------------------------------------------------------------------------
+
+
+def _derive_key_command(
+    info: str, label: str, print_usage: Callable[[], None], args: argparse.Namespace
+) -> int:
+    text = _master_key_text(args.key)
+    if not text:
+        _err(_NO_KEY_HELP)
+        print_usage()
+        return 1
+    try:
+        master = decode_master_key(text)
+    except InvalidMasterKey as e:
+        _err(f"Error: {e}\n{_BAD_KEY_HINT}")
+        return 1
+    print(f"{label} (hex): {derive(master, info).hex()}")
+    return 0
+
+
+def _add_keys(subparsers: argparse._SubParsersAction) -> None:
+    keys = subparsers.add_parser(
+        "keys",
+        help="derive the keys a consumer needs from the master key",
+        description="Derive a key for consumers from the master key, so they never hold it. "
+        "Master key source, first match wins: APP_ENC_KEY, the first line of piped stdin, --key.",
+    )
+    kinds = keys.add_subparsers(dest="keys_command", metavar="KIND", required=True)
+    for name, info, label, help_text in (
+        (
+            "external-hmac",
+            EXTERNAL_HMAC_INFO,
+            "External HMAC Key",
+            "the key that verifies event signatures and result HMACs",
+        ),
+        (
+            "storage",
+            STORAGE_ENCRYPTION_INFO,
+            "Storage Encryption Key",
+            "the key that decrypts stored results",
+        ),
+    ):
+        parser = kinds.add_parser(name, help=help_text, description=f"Print {help_text}, in hex.")
+        parser.add_argument(
+            "--key",
+            "-key",
+            metavar="BASE64",
+            help="base64 master key (not recommended: use APP_ENC_KEY or stdin)",
+        )
+        usage = functools.partial(_print_usage, parser)
+        parser.set_defaults(func=functools.partial(_derive_key_command, info, label, usage))
+
+
+# --- shared key and input handling ------------------------------------------------------------
+
+
+def _hex_key(text: str, source: str) -> bytes:
+    value = text.strip()
+    if not _HEX_64.fullmatch(value):
+        raise ToolError(f"{source} must be 64 hexadecimal characters (a 32-byte key)")
+    return bytes.fromhex(value)
+
+
+def _ring_from_env() -> KeyRing | None:
+    if not _env("APP_ENC_KEY"):
+        return None
+    try:
+        return KeyRing.from_env(os.environ)
+    except InvalidMasterKey as e:
+        raise ToolError(f"APP_ENC_KEY: {e}") from None
+
+
+def _external_hmac_keys(flag: str | None) -> list[bytes]:
+    if flag:
+        return [_hex_key(flag, "--hmac-key")]
+    if env := _env("FETCHER_EXTERNAL_HMAC_KEY"):
+        return [_hex_key(env, "FETCHER_EXTERNAL_HMAC_KEY")]
+    if ring := _ring_from_env():
+        return [keys.external_hmac for keys in ring]
+    raise ToolError("no HMAC key: pass --hmac-key, or set FETCHER_EXTERNAL_HMAC_KEY or APP_ENC_KEY")
+
+
+def _storage_keys(flag: str | None) -> list[bytes]:
+    if flag:
+        return [_hex_key(flag, "--storage-key")]
+    if env := _env("FETCHER_STORAGE_KEY"):
+        return [_hex_key(env, "FETCHER_STORAGE_KEY")]
+    if ring := _ring_from_env():
+        return [keys.storage for keys in ring]
+    raise ToolError("no storage key: pass --storage-key, or set FETCHER_STORAGE_KEY or APP_ENC_KEY")
+
+
+def _read_input(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ToolError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _parse_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        lines = [line for line in data.splitlines() if line.strip()]
+        if len(lines) > 1:
+            raise ToolError(f"{what} must hold one JSON message, not {len(lines)} lines") from None
+        raise ToolError(f"{what} is not valid JSON") from None
+
+
+@dataclass(frozen=True, slots=True)
+class _Message:
+    exchange: str
+    routing_key: str
+    headers: dict[str, object]
+    body: str
+
+
+def _message(doc: Any, what: str) -> _Message:
+    if not isinstance(doc, dict):
+        raise ToolError(f"{what} must be a JSON object")
+    for field, kind in (
+        ("exchange", str),
+        ("routingKey", str),
+        ("headers", dict),
+        ("body", str),
+    ):
+        if not isinstance(doc.get(field), kind):
+            expected = "an object" if kind is dict else "a string"
+            raise ToolError(f"{what}: field '{field}' must be {expected}")
+    return _Message(doc["exchange"], doc["routingKey"], doc["headers"], doc["body"])
+
+
+# --- fetcher event verify ---------------------------------------------------------------------
+
+
+def _verify_event(args: argparse.Namespace) -> int:
+    try:
+        message = _message(_parse_json(_read_input(args.file), "message"), "message")
+        signer = HmacMessageSigner(_external_hmac_keys(args.hmac_key))
+    except ToolError as e:
+        _err(f"Error: {e}")
+        return 1
+    try:
+        signer.verify(
+            headers=message.headers,
+            exchange=message.exchange,
+            routing_key=message.routing_key,
+            body=message.body.encode("utf-8", "surrogatepass"),
+            now=int(time.time()),
+            max_age=args.max_age,
+        )
+    except InvalidSignature as e:
+        _err(f"signature invalid: {e}")
+        return 1
+    print("signature valid")
+    return 0
+
+
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _add_event(subparsers: argparse._SubParsersAction) -> None:
+    event = subparsers.add_parser("event", help="check published job events")
+    actions = event.add_subparsers(dest="event_command", metavar="ACTION", required=True)
+    verify = actions.add_parser(
+        "verify",
+        help="verify the signature of one event message",
+        description='Verify one message given as JSON {"exchange", "routingKey", "headers", '
+        '"body"} (a line of events.jsonl). The key is --hmac-key, else '
+        "FETCHER_EXTERNAL_HMAC_KEY, else derived from APP_ENC_KEY.",
+    )
+    verify.add_argument("file", nargs="?", default="-", help="message JSON file (default: stdin)")
+    verify.add_argument("--hmac-key", metavar="HEX", help="external HMAC key, 64 hex characters")
+    verify.add_argument(
+        "--max-age",
+        type=_seconds,
+        metavar="SECONDS",
+        help="also refuse signatures older than this (default: no age limit)",
+    )
+    verify.set_defaults(func=_verify_event)
+
+
+# --- fetcher result decrypt -------------------------------------------------------------------
+
+
+def _event_hmac(path: str) -> str:
+    doc = _parse_json(_read_input(path), "event")
+    if isinstance(doc, dict) and isinstance(doc.get("body"), str) and "headers" in doc:
+        doc = _parse_json(doc["body"].encode("utf-8", "surrogatepass"), "event body")
+    result = doc.get("result") if isinstance(doc, dict) else None
+    value = result.get("hmac") if isinstance(result, dict) else None
+    if not isinstance(value, str):
+        raise ToolError("the event has no result.hmac (only job.completed events carry one)")
+    if not _HEX_64.fullmatch(value):
+        raise ToolError("the event's result.hmac is not 64 hexadecimal characters")
+    return value
+
+
+def _decrypt_with_any(blob: bytes, storage_keys: Sequence[bytes]) -> bytes:
+    failure = ToolError("no storage key")
+    for key in storage_keys:
+        try:
+            return decrypt_result(blob, key)
+        except ResultDecryptionFailed as e:
+            failure = e
+    raise failure
+
+
+def _write_output(path: str | None, data: bytes) -> None:
+    if path is None or path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise ToolError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _decrypt_result(args: argparse.Namespace) -> int:
+    try:
+        expected = args.hmac.strip() if args.hmac is not None else None
+        if expected is not None and not _HEX_64.fullmatch(expected):
+            raise ToolError("--hmac must be 64 hexadecimal characters")
+        if args.event is not None:
+            expected = _event_hmac(args.event)
+        storage_keys = _storage_keys(args.storage_key)
+        hmac_keys = _external_hmac_keys(args.hmac_key) if expected is not None else []
+        plaintext = _decrypt_with_any(_read_input(args.file), storage_keys)
+        if expected is not None and not any(
+            hmac_matches(plaintext, key, expected) for key in hmac_keys
+        ):
+            raise ResultHmacMismatch(
+                "result HMAC mismatch: the decrypted result does not match the expected HMAC"
+            )
+        _write_output(args.out, plaintext)
+    except (ToolError, ResultOpenFailed) as e:
+        _err(f"Error: {e}")
+        return 1
+    checked = "HMAC verified" if expected is not None else "HMAC not checked"
+    _err(f"decrypted {len(plaintext)} bytes; {checked}")
+    return 0
+
+
+def _add_result(subparsers: argparse._SubParsersAction) -> None:
+    result = subparsers.add_parser("result", help="work with stored results")
+    actions = result.add_subparsers(dest="result_command", metavar="ACTION", required=True)
+    decrypt = actions.add_parser(
+        "decrypt",
+        help="decrypt a stored result and check its HMAC",
+        description="Decrypt a stored result blob. The storage key is --storage-key, else "
+        "FETCHER_STORAGE_KEY, else derived from APP_ENC_KEY. The HMAC is checked when --hmac "
+        "or --event gives the expected value.",
+    )
+    decrypt.add_argument("file", help="the stored blob (base64 text), or - for stdin")
+    decrypt.add_argument("--storage-key", metavar="HEX", help="storage key, 64 hex characters")
+    expected = decrypt.add_mutually_exclusive_group()
+    expected.add_argument("--hmac", metavar="HEX", help="expected result HMAC (result.hmac)")
+    expected.add_argument(
+        "--event", metavar="FILE", help="job.completed event (message or body) with result.hmac"
+    )
+    decrypt.add_argument("--hmac-key", metavar="HEX", help="external HMAC key, 64 hex characters")
+    decrypt.add_argument("--out", metavar="FILE", help="write the plaintext here (default: stdout)")
+    decrypt.set_defaults(func=_decrypt_result)
+
+
+# --- wiring -----------------------------------------------------------------------------------
+
+
+def add_tool_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``keys``, ``event`` and ``result``; each leaf sets ``func(args) -> exit code``."""
+    _add_keys(subparsers)
+    _add_event(subparsers)
+    _add_result(subparsers)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fetcher")
+    add_tool_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

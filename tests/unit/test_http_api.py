@@ -1,0 +1,186 @@
+"""The HTTP API on in-memory adapters: statuses, codes and bodies."""
+
+from __future__ import annotations
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from application.commands.manage_connections import RemoveConnection
+from application.queries.connections import GetConnection, ListConnections
+from application.queries.get_job import GetJob, GetJobHistory
+from entrypoints.container import ApiServices
+from entrypoints.http.app import create_app
+from tests.unit.application.conftest import app  # noqa: F401  (fixture)
+
+PRODUCT = {"X-Product-Name": "Payments"}
+CONNECTION = {
+    "configName": "pgsql",
+    "type": "POSTGRESQL",
+    "host": "db.local",
+    "port": 5432,
+    "databaseName": "pgsql",
+    "userName": "reader",
+    "password": "very secret",
+}
+JOB = {
+    "dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}},
+    "metadata": {"source": "payments"},
+}
+
+
+@pytest.fixture
+async def client(app):  # noqa: F811
+    directory = app.request_job.directory
+    services = ApiServices(
+        request_job=app.request_job,
+        get_job=GetJob(app.store),
+        get_job_history=GetJobHistory(app.store),
+        register_connection=app.register,
+        remove_connection=RemoveConnection(app.repository, app.clock),
+        get_connection=GetConnection(directory),
+        list_connections=ListConnections(directory),
+        checks={"event_store": app.store.check},
+    )
+    async with AsyncTestClient(create_app(services)) as test_client:
+        yield test_client
+
+
+def assert_error(response, status, code, message=None):
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["code"] == code
+    assert set(body) <= {"code", "title", "message", "fields"}
+    if message is not None:
+        assert body["message"] == message
+    return body
+
+
+async def test_connection_create_read_list_delete(client):
+    created = await client.post("/v1/management/connections", json=CONNECTION, headers=PRODUCT)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert "password" not in created.text and "very secret" not in created.text
+    assert body["productName"] == "payments" and body["configName"] == "pgsql"
+    read = await client.get(f"/v1/management/connections/{body['id']}")
+    assert read.json() == body
+    listing = (await client.get("/v1/management/connections")).json()
+    assert listing["total"] == 1 and listing["items"][0]["id"] == body["id"]
+    assert (await client.delete(f"/v1/management/connections/{body['id']}")).status_code == 204
+    again = await client.delete(f"/v1/management/connections/{body['id']}")
+    assert_error(again, 404, "FET-1001")
+
+
+async def test_connection_requires_product_header(client):
+    response = await client.post("/v1/management/connections", json=CONNECTION)
+    assert_error(
+        response, 400, "FET-0403", "X-Product-Name header is required and must not be empty"
+    )
+
+
+async def test_connection_missing_fields_are_listed(client):
+    response = await client.post(
+        "/v1/management/connections", json={"configName": "abc"}, headers=PRODUCT
+    )
+    body = assert_error(response, 400, "FET-0402")
+    assert set(body["fields"]) == {"type", "host", "databaseName", "userName", "password"}
+
+
+async def test_duplicate_config_name_conflicts(client):
+    await client.post("/v1/management/connections", json=CONNECTION, headers=PRODUCT)
+    again = await client.post("/v1/management/connections", json=CONNECTION, headers=PRODUCT)
+    assert_error(again, 409, "FET-1002")
+
+
+async def test_job_lifecycle_over_http(client, app):  # noqa: F811
+    await client.post("/v1/management/connections", json=CONNECTION, headers=PRODUCT)
+    created = await client.post("/v1/fetcher", json=JOB)
+    assert created.status_code == 202, created.text
+    accepted = created.json()
+    assert accepted["status"] == "pending"
+    assert accepted["message"] == "Job created and queued for processing"
+    duplicate = await client.post("/v1/fetcher", json=JOB)
+    assert duplicate.status_code == 200
+    assert duplicate.json()["jobId"] == accepted["jobId"]
+    assert duplicate.json()["message"] == "Duplicate request detected - returning existing job"
+    from uuid import UUID
+
+    await app.run_job(UUID(accepted["jobId"]))
+    job = (await client.get(f"/v1/fetcher/{accepted['jobId']}")).json()
+    assert job["status"] == "completed"
+    assert job["resultPath"] == f"external-data/{accepted['jobId']}.json"
+    assert len(job["resultHmac"]) == 64 and len(job["requestHash"]) == 64
+    assert list(job) == [
+        "id",
+        "metadata",
+        "mappedFields",
+        "status",
+        "resultPath",
+        "resultHmac",
+        "requestHash",
+        "createdAt",
+        "completedAt",
+    ]
+    history = (await client.get(f"/v1/fetcher/{accepted['jobId']}/events")).json()
+    assert [e["type"] for e in history["events"]] == [
+        "Requested",
+        "Claimed",
+        "ResultStored",
+        "Completed",
+    ]
+    assert [e["version"] for e in history["events"]] == [1, 2, 3, 4]
+    assert history["events"][2]["facts"]["hmac"] == job["resultHmac"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "message"),
+    [
+        ({"dataRequest": {}}, 400, "FET-0402", None),
+        (
+            {"dataRequest": {"mappedFields": {}}, "metadata": {"source": "p"}},
+            400,
+            "FET-0401",
+            "mappedFields cannot be empty",
+        ),
+        (
+            {"dataRequest": {"mappedFields": {"pgsql": {"t": ["a"]}}}},
+            400,
+            "FET-0402",
+            "metadata is required and must contain 'source' field",
+        ),
+        (
+            {"dataRequest": {"mappedFields": {"pgsql": "nope"}}},
+            400,
+            "FET-0001",
+            "unable to parse request body",
+        ),
+        (
+            {"dataRequest": {"mappedFields": {"pgsql": {"t": ["a"]}}}, "metadata": {"source": "p"}},
+            400,
+            "FET-1020",
+            "No connections configured for the requested datasources",
+        ),
+    ],
+)
+async def test_job_request_errors(client, body, status, code, message):
+    assert_error(await client.post("/v1/fetcher", json=body), status, code, message)
+
+
+async def test_malformed_json_and_bad_ids(client):
+    response = await client.post(
+        "/v1/fetcher", content=b"{nope", headers={"Content-Type": "application/json"}
+    )
+    assert_error(response, 400, "FET-0001", "unable to parse request body")
+    assert_error(await client.get("/v1/fetcher/not-a-uuid"), 400, "FET-0404", "invalid job id")
+    assert_error(
+        await client.get("/v1/fetcher/0190b8a0-0000-7000-8000-000000000001"), 404, "FET-1001"
+    )
+    assert_error(await client.get("/v1/nothing"), 404, "FET-0005", "Cannot GET /v1/nothing")
+
+
+async def test_operational_routes(client):
+    assert (await client.get("/health")).json() == {"status": "healthy"}
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["checks"]["event_store"]["status"] == "up"
+    assert (await client.get("/version")).json()["version"] == "0.0.0"
+    schema = (await client.get("/openapi/openapi.json")).json()
+    assert "/v1/fetcher" in schema["paths"]
