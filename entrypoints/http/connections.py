@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from litestar import Controller, Request, delete, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath
+from litestar.params import FromPath, JSONBody
 
 from application.commands.manage_connections import ConnectionInput
 from application.ports.connection_repository import ConnectionQuery
@@ -67,7 +67,7 @@ class ConnectionController(Controller):
         self,
         services: NamedDependency[ApiServices],
         request: Request,
-        data: ConnectionCreate,
+        data: JSONBody[ConnectionCreate],
     ) -> ConnectionView:
         product = normalise_product(request.headers.get("x-product-name"), required=True)
         assert product is not None

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath
+from litestar.params import FromPath, JSONBody
 
 from application.queries.get_job import HistoryEntry
 from application.timefmt import rfc3339nano
@@ -79,7 +79,7 @@ class JobController(Controller):
         description="202 for a new job, 200 with the existing job for a duplicate request.",
     )
     async def create_job(
-        self, services: NamedDependency[ApiServices], data: FetcherRequest
+        self, services: NamedDependency[ApiServices], data: JSONBody[FetcherRequest]
     ) -> Response[JobAccepted]:
         mapped = data.dataRequest.mappedFields if data.dataRequest else None
         if mapped is None:

@@ -113,8 +113,16 @@ def test_hash_is_independent_of_key_order_but_not_of_field_order():
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(3.0, "3"), (0.1, "0.1"), (1e20, "100000000000000000000"), (1e21, "1e+21"),
-     (1.5e-7, "1.5e-7"), (0.000001, "0.000001"), (-2.5, "-2.5"), (123.456, "123.456")],
+    [
+        (3.0, "3"),
+        (0.1, "0.1"),
+        (1e20, "100000000000000000000"),
+        (1e21, "1e+21"),
+        (1.5e-7, "1.5e-7"),
+        (0.000001, "0.000001"),
+        (-2.5, "-2.5"),
+        (123.456, "123.456"),
+    ],
 )
 def test_go_float_formatting(value, text):
     assert gojson.encode_float(value) == text
