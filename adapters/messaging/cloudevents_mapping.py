@@ -1,0 +1,93 @@
+"""Job events as CloudEvents 1.0 in RabbitMQ binary content mode (reference §5.2).
+
+The SDK's RabbitMQ binding turns the event into ``ce-*`` headers and the body. Two of its
+choices differ from the reference and are adapted here: it moves ``datacontenttype`` into the
+AMQP ``content_type`` property (the reference also sends ``ce-datacontenttype``), and it prints
+``time`` with Python's ``isoformat`` (the reference prints Go ``RFC3339Nano``, trailing
+fractional zeros dropped).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import uuid4
+
+from cloudevents.core.bindings import rabbitmq
+from cloudevents.core.v1.event import CloudEvent
+
+from adapters.messaging.envelope import SINGLE_TENANT, OutgoingMessage, header_text
+from application.ports.messaging import JobNotification
+from application.ports.signer import MessageSigner
+
+JOB_STATUSES = frozenset({"completed", "failed"})
+CONTENT_TYPE = "application/json"
+SCHEMA_VERSION = "1.0.0"
+RESOURCE_TYPE = "job"
+
+
+def event_id(status: str, job_id: object) -> str:
+    """The deterministic CloudEvents id: a consumer's dedup key."""
+    return f"fetcher.job.{status}.{job_id}"
+
+
+def rfc3339_nano(moment: datetime) -> str:
+    """UTC, ``Z`` suffix, fraction without trailing zeros (Go ``time.RFC3339Nano``)."""
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    text = moment.replace(microsecond=0, tzinfo=None).isoformat()
+    if moment.microsecond:
+        text += "." + f"{moment.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def job_event_message(
+    notification: JobNotification,
+    *,
+    source: str,
+    exchange: str,
+    signer: MessageSigner,
+    now: int,
+) -> OutgoingMessage:
+    """The headers and body of one ``job.<status>`` event, signed with ``signer``."""
+    status = notification.status
+    if status not in JOB_STATUSES:
+        raise ValueError(f"not a terminal job status: {status!r}")
+    job_id = str(notification.job_id)
+    event = CloudEvent(
+        attributes={
+            "specversion": "1.0",
+            "id": event_id(status, job_id),
+            "source": source,
+            "type": f"studio.lerian.{RESOURCE_TYPE}.{status}",
+            "time": notification.time,
+            "subject": job_id,
+            "datacontenttype": CONTENT_TYPE,
+            "schemaversion": SCHEMA_VERSION,
+            "resourcetype": RESOURCE_TYPE,
+            "eventtype": status,
+            "tenantid": SINGLE_TENANT,
+        },
+        data=notification.body,
+    )
+    binary = rabbitmq.to_binary_event(event)
+
+    routing_key = f"job.{status}"
+    headers: dict[str, str | int] = {
+        name: header_text(value) for name, value in binary.headers.items()
+    }
+    headers["ce-time"] = rfc3339_nano(notification.time)
+    headers["ce-datacontenttype"] = binary.content_type or CONTENT_TYPE
+    headers["X-Tenant-ID"] = SINGLE_TENANT
+    headers["X-Request-Id"] = notification.request_id or str(uuid4())
+    headers["x-retry-count"] = 0
+    headers.update(
+        signer.sign(
+            tenant=SINGLE_TENANT,
+            exchange=exchange,
+            routing_key=routing_key,
+            body=binary.body,
+            timestamp=now,
+        )
+    )
+    return OutgoingMessage(
+        exchange=exchange, routing_key=routing_key, headers=headers, body=binary.body
+    )

@@ -1,0 +1,228 @@
+"""The signed AMQP envelope: building work messages (reference §4.8) and opening them again.
+
+Opening is shared by the RabbitMQ consumer and its in-process twin, so both settle a delivery
+the same way: the signature is checked first (``max_age=None``: a queued job does not expire),
+then the body's ``jobId``; anything that fails either check is dead-lettered, never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from uuid import UUID, uuid4
+
+from application.errors import InvalidSignature
+from application.ports.messaging import WorkOrder
+from application.ports.signer import MessageSigner
+from domain.errors import FetcherError
+
+logger = logging.getLogger(__name__)
+
+SINGLE_TENANT = "single-tenant"
+WORK_QUEUE = "fetcher.extract-external-data.queue"
+EVENTS_EXCHANGE = "fetcher.job.events"
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    """One message ready for the broker: where it goes, its headers, the exact signed body."""
+
+    exchange: str
+    routing_key: str
+    headers: dict[str, str | int]
+    body: bytes
+
+
+def work_message(
+    order: WorkOrder, *, queue: str, signer: MessageSigner, now: int
+) -> OutgoingMessage:
+    """A job message for the default exchange, routed straight to ``queue`` (single-tenant:
+    no ``X-Tenant-ID``, so the signed tenant is empty)."""
+    headers: dict[str, str | int] = {
+        "jobId": str(order.job_id),
+        "X-Request-Id": order.request_id or str(uuid4()),
+        "x-retry-count": 0,
+    }
+    headers.update(
+        signer.sign(tenant="", exchange="", routing_key=queue, body=order.body, timestamp=now)
+    )
+    return OutgoingMessage(exchange="", routing_key=queue, headers=headers, body=order.body)
+
+
+class UnreadableMessage(Exception):
+    """The body of a correctly signed work message has no usable ``jobId``."""
+
+
+def header_text(value: object) -> str:
+    """A header value as text: the Go reference sends byte arrays, we send strings."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def open_work_message(
+    *,
+    headers: Mapping[str, object],
+    body: bytes,
+    exchange: str,
+    routing_key: str,
+    signer: MessageSigner,
+    now: int,
+) -> WorkOrder:
+    """Verify and parse one delivery. Raises ``InvalidSignature`` or ``UnreadableMessage``."""
+    signer.verify(
+        headers=headers,
+        exchange=exchange,
+        routing_key=routing_key,
+        body=body,
+        now=now,
+        max_age=None,
+    )
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UnreadableMessage("body is not JSON") from e
+    raw = document.get("jobId") if isinstance(document, dict) else None
+    if not isinstance(raw, str):
+        raise UnreadableMessage("body has no string jobId")
+    try:
+        job_id = UUID(raw)
+    except ValueError as e:
+        raise UnreadableMessage("jobId is not a UUID") from e
+    return WorkOrder(job_id=job_id, body=body, request_id=header_text(headers.get("X-Request-Id")))
+
+
+class Outcome(Enum):
+    """What a work handler decided about one order."""
+
+    DONE = "done"
+    """Handled (or nothing left to do): acknowledge."""
+    RETRY = "retry"
+    """Not now: requeue after a short delay."""
+    DEAD_LETTER = "dead_letter"
+    """Never: reject without requeue, so the broker keeps it in the dead-letter queue."""
+
+
+WorkHandler = Callable[[WorkOrder], Awaitable[Outcome]]
+
+
+class Disposition(Enum):
+    """How the transport settles a delivery."""
+
+    ACK = "ack"
+    REQUEUE = "requeue"
+    DEAD_LETTER = "dead_letter"
+
+
+_OUTCOMES = {
+    Outcome.DONE: Disposition.ACK,
+    Outcome.RETRY: Disposition.REQUEUE,
+    Outcome.DEAD_LETTER: Disposition.DEAD_LETTER,
+}
+
+
+def _safe_error(error: BaseException) -> str:
+    if isinstance(error, FetcherError):
+        return f"{type(error).__name__}: {error}"
+    return type(error).__name__
+
+
+async def pause(seconds: float, stopping: asyncio.Event) -> None:
+    """Sleep, but wake up as soon as the consumer is asked to stop."""
+    if seconds <= 0 or stopping.is_set():
+        return
+    try:
+        await asyncio.wait_for(stopping.wait(), timeout=seconds)
+    except TimeoutError:
+        pass
+
+
+class WorkDispatcher:
+    """Opens a delivery, runs the handler and says how to settle it.
+
+    Delays (``retry_delay`` for ``RETRY``; an exponential backoff from ``error_backoff`` up to
+    ``max_backoff`` per job for handler errors) are served before the requeue, so a requeued
+    message does not spin; they end early when ``stopping`` is set. Bodies are never logged.
+    """
+
+    _MAX_TRACKED = 10_000
+
+    def __init__(
+        self,
+        *,
+        signer: MessageSigner,
+        handler: WorkHandler,
+        clock: Callable[[], int],
+        retry_delay: float = 1.0,
+        error_backoff: float = 1.0,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self._signer = signer
+        self._handler = handler
+        self._clock = clock
+        self._retry_delay = retry_delay
+        self._error_backoff = error_backoff
+        self._max_backoff = max_backoff
+        self._failures: OrderedDict[UUID, int] = OrderedDict()
+
+    async def dispatch(
+        self,
+        *,
+        headers: Mapping[str, object],
+        body: bytes,
+        exchange: str,
+        routing_key: str,
+        stopping: asyncio.Event,
+    ) -> Disposition:
+        if stopping.is_set():
+            return Disposition.REQUEUE
+        try:
+            order = open_work_message(
+                headers=headers,
+                body=body,
+                exchange=exchange,
+                routing_key=routing_key,
+                signer=self._signer,
+                now=self._clock(),
+            )
+        except InvalidSignature as e:
+            logger.warning("work message dead-lettered: invalid signature (%s)", e)
+            return Disposition.DEAD_LETTER
+        except UnreadableMessage as e:
+            logger.warning("work message dead-lettered: %s", e)
+            return Disposition.DEAD_LETTER
+
+        try:
+            outcome = await self._handler(order)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            delay = self._backoff(order.job_id)
+            logger.error(
+                "work handler failed for job %s (%s); requeued after %.1fs",
+                order.job_id,
+                _safe_error(e),
+                delay,
+            )
+            logger.debug("work handler failure for job %s", order.job_id, exc_info=True)
+            await pause(delay, stopping)
+            return Disposition.REQUEUE
+
+        self._failures.pop(order.job_id, None)
+        if outcome is Outcome.RETRY:
+            await pause(self._retry_delay, stopping)
+        elif outcome is Outcome.DEAD_LETTER:
+            logger.warning("work message for job %s dead-lettered by its handler", order.job_id)
+        return _OUTCOMES[outcome]
+
+    def _backoff(self, job_id: UUID) -> float:
+        failures = self._failures.pop(job_id, 0) + 1
+        self._failures[job_id] = failures
+        while len(self._failures) > self._MAX_TRACKED:
+            self._failures.popitem(last=False)
+        return float(min(self._error_backoff * 2 ** min(failures - 1, 16), self._max_backoff))

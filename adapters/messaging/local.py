@@ -1,0 +1,269 @@
+"""Embedded twins of the RabbitMQ adapters, for a single process without a broker.
+
+The work queue holds the same signed messages the broker would, and its consumer opens them
+through the same ``WorkDispatcher``, so signatures and outcomes behave alike. Nothing here
+survives a restart except the events file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from adapters.messaging.cloudevents_mapping import job_event_message
+from adapters.messaging.envelope import (
+    EVENTS_EXCHANGE,
+    WORK_QUEUE,
+    Disposition,
+    OutgoingMessage,
+    WorkDispatcher,
+    WorkHandler,
+    work_message,
+)
+from application.errors import PublishFailed
+from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
+from application.ports.signer import MessageSigner
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _unix_now() -> int:
+    return int(time.time())
+
+
+class InProcessWorkQueue(WorkQueue):
+    """An ``asyncio.Queue`` of signed work messages. ``dead_letters`` keeps what the consumer
+    rejected, as the broker's dead-letter queue would."""
+
+    def __init__(
+        self,
+        signer: MessageSigner,
+        *,
+        queue_name: str = WORK_QUEUE,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.queue_name = queue_name
+        self.messages: asyncio.Queue[OutgoingMessage] = asyncio.Queue()
+        self.dead_letters: list[OutgoingMessage] = []
+        self._signer = signer
+        self._clock = clock or _unix_now
+        self._closed = False
+
+    async def publish(self, order: WorkOrder) -> None:
+        if self._closed:
+            raise PublishFailed("the in-process work queue is closed")
+        message = work_message(order, queue=self.queue_name, signer=self._signer, now=self._clock())
+        self.messages.put_nowait(message)
+
+    async def check(self) -> None:
+        if self._closed:
+            raise PublishFailed("the in-process work queue is closed")
+
+    async def close(self) -> None:
+        self._closed = True
+
+
+class InProcessWorkConsumer:
+    """Consumes an ``InProcessWorkQueue`` with at most ``concurrency`` handlers at once; the
+    same ``run()``/``stop()`` contract as ``RabbitWorkConsumer``."""
+
+    def __init__(
+        self,
+        queue: InProcessWorkQueue,
+        signer: MessageSigner,
+        handler: WorkHandler,
+        *,
+        concurrency: int = 4,
+        clock: Callable[[], int] | None = None,
+        retry_delay: float = 1.0,
+        error_backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._queue = queue
+        self._dispatcher = WorkDispatcher(
+            signer=signer,
+            handler=handler,
+            clock=clock or _unix_now,
+            retry_delay=retry_delay,
+            error_backoff=error_backoff,
+            max_backoff=max_backoff,
+        )
+        self._slots = asyncio.Semaphore(concurrency)
+        self._stop_timeout = stop_timeout
+        self._stopping = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._running = False
+        self._inflight: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        self._running = True
+        try:
+            await self._consume()
+        finally:
+            self._stopping.set()
+            try:
+                await self._drain()
+            finally:
+                self._finished.set()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._running:
+            await self._finished.wait()
+
+    async def _consume(self) -> None:
+        while True:
+            acquired, _ = await self._unless_stopping(self._slots.acquire())
+            if not acquired:
+                return
+            got, message = await self._unless_stopping(self._queue.messages.get())
+            if not got or message is None:
+                self._slots.release()
+                return
+            task = asyncio.create_task(self._handle(message))
+            self._inflight.add(task)
+            task.add_done_callback(self._done)
+
+    async def _unless_stopping(self, awaitable: Awaitable[T]) -> tuple[bool, T | None]:
+        """Await ``awaitable`` unless a stop comes first; whatever it obtained after the stop
+        (a slot, a message) is given back."""
+        work: asyncio.Future[T] = asyncio.ensure_future(awaitable)
+        stop: asyncio.Future[Any] = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait([work, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+                await asyncio.wait({work})
+            current = asyncio.current_task()
+            interrupted = self._stopping.is_set() or bool(current and current.cancelling())
+            obtained = not work.cancelled() and work.exception() is None
+            if interrupted and obtained:
+                self._give_back(work.result())
+        if interrupted or not obtained:
+            return False, None
+        return True, work.result()
+
+    def _give_back(self, result: Any) -> None:
+        if isinstance(result, OutgoingMessage):
+            self._queue.messages.put_nowait(result)
+        elif result is True:
+            self._slots.release()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._inflight.discard(task)
+        self._slots.release()
+
+    async def _handle(self, message: OutgoingMessage) -> None:
+        try:
+            disposition = await self._dispatcher.dispatch(
+                headers=message.headers,
+                body=message.body,
+                exchange=message.exchange,
+                routing_key=message.routing_key,
+                stopping=self._stopping,
+            )
+        except asyncio.CancelledError:
+            self._queue.messages.put_nowait(message)
+            raise
+        if disposition is Disposition.REQUEUE:
+            self._queue.messages.put_nowait(message)
+        elif disposition is Disposition.DEAD_LETTER:
+            self._queue.dead_letters.append(message)
+
+    async def _drain(self) -> None:
+        pending = {task for task in self._inflight if not task.done()}
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=self._stop_timeout)
+        if late:
+            logger.warning("%d work handlers did not finish in time; cancelled", len(late))
+            for task in late:
+                task.cancel()
+            await asyncio.wait(late)
+
+
+class JsonlJobEventPublisher(JobEventPublisher):
+    """Appends each event as one JSON line ``{"exchange", "routingKey", "headers", "body"}``
+    (``body`` is the exact signed text), flushed and fsynced before ``publish`` returns."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        source: str,
+        signer: MessageSigner,
+        exchange: str = EVENTS_EXCHANGE,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self._path = Path(path)
+        self._source = source
+        self._signer = signer
+        self._exchange = exchange
+        self._clock = clock or _unix_now
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def publish(self, notification: JobNotification) -> None:
+        if self._closed:
+            raise PublishFailed("the events file publisher is closed")
+        message = job_event_message(
+            notification,
+            source=self._source,
+            exchange=self._exchange,
+            signer=self._signer,
+            now=self._clock(),
+        )
+        try:
+            body = message.body.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PublishFailed("event body is not UTF-8 text") from e
+        record = {
+            "exchange": message.exchange,
+            "routingKey": message.routing_key,
+            "headers": message.headers,
+            "body": body,
+        }
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        async with self._lock:
+            try:
+                await asyncio.to_thread(self._append, line)
+            except OSError as e:
+                raise PublishFailed("could not write the events file") from e
+
+    def _append(self, line: str) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        with self._path.open("a", encoding="utf-8") as file:
+            file.write(line)
+            file.flush()
+            os.fsync(file.fileno())
+
+    async def check(self) -> None:
+        if self._closed:
+            raise PublishFailed("the events file publisher is closed")
+        ok = await asyncio.to_thread(self._writable)
+        if not ok:
+            raise PublishFailed("the events file is not writable")
+
+    def _writable(self) -> bool:
+        if self._path.exists():
+            return os.access(self._path, os.W_OK)
+        parent = self._path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        return os.access(parent, os.W_OK)
+
+    async def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,448 @@
+"""RabbitMQ adapters on aio-pika: topology, work queue, job-event publisher, work consumer.
+
+Every publish goes out persistent, ``mandatory`` and with publisher confirms on a channel
+opened with ``on_return_raises``, so it only returns once the broker has routed and stored it.
+This deliberately differs from the reference for events (§5.1): the reference ignores returns,
+so an event whose routing key has no bound queue is confirmed and lost; here it raises
+``PublishFailed`` and the caller retries later. A robust connection restores channels and
+consumers but never re-sends a failed publish; that is the caller's retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustChannel,
+    AbstractRobustConnection,
+)
+from aio_pika.exceptions import (
+    CONNECTION_EXCEPTIONS,
+    ChannelNotFoundEntity,
+    ChannelPreconditionFailed,
+    DeliveryError,
+    PublishError,
+)
+
+from adapters.messaging.cloudevents_mapping import job_event_message
+from adapters.messaging.envelope import (
+    EVENTS_EXCHANGE,
+    WORK_QUEUE,
+    Disposition,
+    OutgoingMessage,
+    WorkDispatcher,
+    WorkHandler,
+    work_message,
+)
+from application.errors import PortError, PublishFailed
+from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
+from application.ports.signer import MessageSigner
+
+logger = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/json"
+
+
+def _unix_now() -> int:
+    return int(time.time())
+
+
+@dataclass(frozen=True, slots=True)
+class RabbitTopology:
+    """The reference broker topology (§6.4). Names default to the shipped definitions; the
+    work queue's dead-letter arguments must stay identical to them, or declaring it conflicts
+    with existing deployments."""
+
+    work_queue: str = WORK_QUEUE
+    events_exchange: str = EVENTS_EXCHANGE
+    work_exchange: str = "fetcher.extract-external-data.exchange"
+    work_routing_key: str = "fetcher.job.key"
+    dead_letter_exchange: str = "fetcher.dlx"
+    dead_letter_queue: str = "fetcher.dlq"
+    dead_letter_routing_key: str = "fetcher.dlq.key"
+    dead_letter_ttl_ms: int = 604_800_000
+    dead_letter_max_length: int = 10_000
+
+    def work_queue_arguments(self) -> dict[str, Any]:
+        return {
+            "x-dead-letter-exchange": self.dead_letter_exchange,
+            "x-dead-letter-routing-key": self.dead_letter_routing_key,
+        }
+
+    def dead_letter_queue_arguments(self) -> dict[str, Any]:
+        return {
+            "x-message-ttl": self.dead_letter_ttl_ms,
+            "x-max-length": self.dead_letter_max_length,
+        }
+
+    async def declare(self, channel: AbstractChannel, *, passive: bool = False) -> None:
+        """Declare everything (idempotent: same names, same arguments). With ``passive``
+        only check that each exchange and queue exists, changing nothing (for brokers
+        provisioned from definitions where this user may not configure). An entity that
+        exists with other settings, or is missing in passive mode, raises ``PortError``; the
+        channel is closed by the broker then, so use a dedicated one."""
+        name = ""
+        try:
+            name = self.dead_letter_exchange
+            dlx = await channel.declare_exchange(
+                name, aio_pika.ExchangeType.DIRECT, durable=True, passive=passive
+            )
+            name = self.dead_letter_queue
+            dlq = await channel.declare_queue(
+                name, durable=True, arguments=self.dead_letter_queue_arguments(), passive=passive
+            )
+            name = self.work_queue
+            work = await channel.declare_queue(
+                name, durable=True, arguments=self.work_queue_arguments(), passive=passive
+            )
+            name = self.work_exchange
+            work_exchange = await channel.declare_exchange(
+                name, aio_pika.ExchangeType.DIRECT, durable=True, passive=passive
+            )
+            name = self.events_exchange
+            await channel.declare_exchange(
+                name, aio_pika.ExchangeType.TOPIC, durable=True, passive=passive
+            )
+            if not passive:
+                name = self.dead_letter_queue
+                await dlq.bind(dlx, routing_key=self.dead_letter_routing_key)
+                name = self.work_queue
+                await work.bind(work_exchange, routing_key=self.work_routing_key)
+        except ChannelPreconditionFailed as e:
+            raise PortError(f"broker entity '{name}' exists with different settings") from e
+        except ChannelNotFoundEntity as e:
+            raise PortError(f"broker entity '{name}' does not exist") from e
+        except CONNECTION_EXCEPTIONS as e:
+            raise PortError(f"could not declare broker entity '{name}'") from e
+
+    async def apply(
+        self, url: str, *, passive: bool = False, operation_timeout: float = 10.0
+    ) -> None:
+        """Declare the topology over a short-lived connection of its own."""
+        try:
+            connection = await aio_pika.connect(url, timeout=operation_timeout)
+        except CONNECTION_EXCEPTIONS as e:
+            raise PortError("cannot connect to the message broker") from e
+        try:
+            channel = await connection.channel()
+            await self.declare(channel, passive=passive)
+        finally:
+            with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+                await connection.close()
+
+
+async def _open(
+    url: str, *, operation_timeout: float, error: type[PortError] = PortError
+) -> tuple[AbstractRobustConnection, AbstractRobustChannel]:
+    try:
+        connection = await aio_pika.connect_robust(url, timeout=operation_timeout)
+    except CONNECTION_EXCEPTIONS as e:
+        raise error("cannot connect to the message broker") from e
+    try:
+        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    except CONNECTION_EXCEPTIONS as e:
+        await connection.close()
+        raise error("cannot open a channel on the message broker") from e
+    return connection, channel  # type: ignore[return-value]
+
+
+class _ConfirmedPublisher:
+    """One robust connection and a confirming channel shared by the two publishers."""
+
+    def __init__(
+        self,
+        connection: AbstractRobustConnection,
+        channel: AbstractRobustChannel,
+        *,
+        timeout: float,
+    ) -> None:
+        self._connection = connection
+        self._channel = channel
+        self._timeout = timeout
+
+    async def send(self, exchange: AbstractExchange, message: OutgoingMessage) -> None:
+        amqp = aio_pika.Message(
+            body=message.body,
+            headers=dict(message.headers),
+            content_type=CONTENT_TYPE,
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        where = f"'{message.routing_key}' on exchange '{message.exchange}'"
+        try:
+            if self._channel.is_closed:
+                await asyncio.wait_for(self._channel.ready(), timeout=self._timeout)
+            await exchange.publish(
+                amqp, routing_key=message.routing_key, mandatory=True, timeout=self._timeout
+            )
+        except PublishError as e:
+            raise PublishFailed(f"message {where} was not routed to any queue") from e
+        except DeliveryError as e:
+            raise PublishFailed(f"broker refused message {where}") from e
+        except CONNECTION_EXCEPTIONS as e:
+            raise PublishFailed(f"could not publish message {where}") from e
+
+    def ensure_open(self) -> None:
+        if self._connection.is_closed:
+            raise PublishFailed("message broker connection is closed")
+        if self._channel.is_closed:
+            raise PublishFailed("message broker channel is closed")
+
+    async def probe(self, check: Callable[[AbstractChannel], Any]) -> None:
+        """Run a passive check on a throwaway channel (a failed check closes its channel)."""
+        self.ensure_open()
+        try:
+            async with self._connection.channel(publisher_confirms=False) as channel:
+                await asyncio.wait_for(check(channel), timeout=self._timeout)
+        except CONNECTION_EXCEPTIONS as e:
+            raise PublishFailed("message broker check failed") from e
+
+    async def close(self) -> None:
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+            await self._connection.close()
+
+
+class AioPikaWorkQueue(WorkQueue):
+    """Work orders to the default exchange, routed straight to the work queue."""
+
+    def __init__(
+        self,
+        publisher: _ConfirmedPublisher,
+        channel: AbstractRobustChannel,
+        queue_name: str,
+        signer: MessageSigner,
+        clock: Callable[[], int],
+    ) -> None:
+        self._publisher = publisher
+        self._channel = channel
+        self._queue_name = queue_name
+        self._signer = signer
+        self._clock = clock
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        queue_name: str,
+        signer: MessageSigner,
+        clock: Callable[[], int] | None = None,
+        *,
+        operation_timeout: float = 10.0,
+    ) -> AioPikaWorkQueue:
+        connection, channel = await _open(
+            url, operation_timeout=operation_timeout, error=PublishFailed
+        )
+        publisher = _ConfirmedPublisher(connection, channel, timeout=operation_timeout)
+        return cls(publisher, channel, queue_name, signer, clock or _unix_now)
+
+    async def publish(self, order: WorkOrder) -> None:
+        message = work_message(
+            order, queue=self._queue_name, signer=self._signer, now=self._clock()
+        )
+        await self._publisher.send(self._channel.default_exchange, message)
+
+    async def check(self) -> None:
+        await self._publisher.probe(
+            lambda channel: channel.declare_queue(self._queue_name, passive=True)
+        )
+
+    async def close(self) -> None:
+        await self._publisher.close()
+
+
+class AioPikaJobEventPublisher(JobEventPublisher):
+    """CloudEvents to the events topic exchange, which must already exist (it is not
+    declared here, as in the reference's single-tenant mode)."""
+
+    def __init__(
+        self,
+        publisher: _ConfirmedPublisher,
+        exchange: AbstractExchange,
+        source: str,
+        signer: MessageSigner,
+        clock: Callable[[], int],
+    ) -> None:
+        self._publisher = publisher
+        self._exchange = exchange
+        self._source = source
+        self._signer = signer
+        self._clock = clock
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        exchange: str,
+        source: str,
+        signer: MessageSigner,
+        clock: Callable[[], int] | None = None,
+        *,
+        operation_timeout: float = 10.0,
+    ) -> AioPikaJobEventPublisher:
+        if not exchange.strip() or not source:
+            raise ValueError("the events exchange and the CloudEvents source are required")
+        connection, channel = await _open(
+            url, operation_timeout=operation_timeout, error=PublishFailed
+        )
+        publisher = _ConfirmedPublisher(connection, channel, timeout=operation_timeout)
+        target = await channel.get_exchange(exchange, ensure=False)
+        return cls(publisher, target, source, signer, clock or _unix_now)
+
+    async def publish(self, notification: JobNotification) -> None:
+        message = job_event_message(
+            notification,
+            source=self._source,
+            exchange=self._exchange.name,
+            signer=self._signer,
+            now=self._clock(),
+        )
+        await self._publisher.send(self._exchange, message)
+
+    async def check(self) -> None:
+        name = self._exchange.name
+        await self._publisher.probe(lambda channel: channel.get_exchange(name, ensure=True))
+
+    async def close(self) -> None:
+        await self._publisher.close()
+
+
+class RabbitWorkConsumer:
+    """Consumes the work queue, at most ``prefetch`` deliveries in flight.
+
+    Each delivery is verified with the internal signer against the delivery's own exchange and
+    routing key, parsed, and handed to ``handler``; see ``WorkDispatcher`` for how outcomes and
+    errors settle it. ``run()`` consumes until ``stop()``; stopping cancels the consumer, lets
+    in-flight handlers finish for up to ``stop_timeout`` seconds, then cancels the rest (their
+    deliveries return to the queue when the channel closes).
+    """
+
+    def __init__(
+        self,
+        connection: AbstractRobustConnection,
+        queue: AbstractQueue,
+        dispatcher: WorkDispatcher,
+        *,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        self._connection = connection
+        self._queue = queue
+        self._dispatcher = dispatcher
+        self._stop_timeout = stop_timeout
+        self._stopping = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._running = False
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        queue_name: str,
+        signer: MessageSigner,
+        handler: WorkHandler,
+        *,
+        prefetch: int = 4,
+        clock: Callable[[], int] | None = None,
+        retry_delay: float = 1.0,
+        error_backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        stop_timeout: float = 30.0,
+        operation_timeout: float = 10.0,
+    ) -> RabbitWorkConsumer:
+        if prefetch < 1:
+            raise ValueError("prefetch must be at least 1")
+        connection, channel = await _open(url, operation_timeout=operation_timeout)
+        try:
+            await channel.set_qos(prefetch_count=prefetch)
+            queue = await channel.declare_queue(queue_name, passive=True)
+        except ChannelNotFoundEntity as e:
+            await connection.close()
+            raise PortError(f"work queue '{queue_name}' does not exist") from e
+        except CONNECTION_EXCEPTIONS as e:
+            await connection.close()
+            raise PortError("cannot consume the work queue") from e
+        dispatcher = WorkDispatcher(
+            signer=signer,
+            handler=handler,
+            clock=clock or _unix_now,
+            retry_delay=retry_delay,
+            error_backoff=error_backoff,
+            max_backoff=max_backoff,
+        )
+        return cls(connection, queue, dispatcher, stop_timeout=stop_timeout)
+
+    async def run(self) -> None:
+        self._running = True
+        try:
+            tag = await self._queue.consume(self._on_message)
+            try:
+                await self._stopping.wait()
+            finally:
+                self._stopping.set()
+                await self._shutdown(tag)
+        finally:
+            self._finished.set()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._running:
+            await self._finished.wait()
+        else:
+            await self._close()
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            disposition = await self._dispatcher.dispatch(
+                headers=message.headers or {},
+                body=message.body,
+                exchange=message.exchange or "",
+                routing_key=message.routing_key or "",
+                stopping=self._stopping,
+            )
+            await self._settle(message, disposition)
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    @staticmethod
+    async def _settle(message: AbstractIncomingMessage, disposition: Disposition) -> None:
+        try:
+            if disposition is Disposition.ACK:
+                await message.ack()
+            else:
+                await message.nack(requeue=disposition is Disposition.REQUEUE)
+        except CONNECTION_EXCEPTIONS as e:
+            logger.warning(
+                "could not settle work delivery (%s); the broker will redeliver it",
+                type(e).__name__,
+            )
+
+    async def _shutdown(self, tag: str) -> None:
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+            await self._queue.cancel(tag)
+        pending = {task for task in self._inflight if not task.done()}
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=self._stop_timeout)
+            if late:
+                logger.warning("%d work handlers did not finish in time; cancelled", len(late))
+                for task in late:
+                    task.cancel()
+                await asyncio.wait(late)
+        await self._close()
+
+    async def _close(self) -> None:
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+            await self._connection.close()

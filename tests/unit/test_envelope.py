@@ -1,0 +1,429 @@
+"""The AMQP envelopes are pinned header by header against the reference (§4.8, §5.2, §5.5)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta, timezone
+from uuid import UUID
+
+import pytest
+from cloudevents.core.bindings import rabbitmq
+
+from adapters.messaging.cloudevents_mapping import job_event_message, rfc3339_nano
+from adapters.messaging.envelope import (
+    Disposition,
+    Outcome,
+    UnreadableMessage,
+    WorkDispatcher,
+    header_text,
+    open_work_message,
+    work_message,
+)
+from application.errors import InvalidSignature
+from application.ports.messaging import JobNotification, WorkOrder
+from application.ports.signer import MessageSigner
+
+KEY = bytes(range(32))
+JOB_ID = UUID("0190b8a0-0000-7000-8000-000000000001")
+NOW = 1_780_000_000
+SOURCE = "//lerian.fetcher/worker"
+EXCHANGE = "fetcher.job.events"
+QUEUE = "fetcher.extract-external-data.queue"
+FAILED_BODY = (
+    b'{"jobId":"0190b8a0-0000-7000-8000-000000000001",'
+    b'"metadata":{"error":{"message":"boom"},"source":"payments"},"status":"failed"}'
+)
+WORK_BODY = (
+    b'{"createdAt":"2026-07-13T13:00:00.123456789Z","jobId":"0190b8a0-0000-7000-8000-'
+    b'000000000001","mappedFields":{"db":{"t":["a"]}},"metadata":{"source":"payments"}}'
+)
+
+
+class HmacTestSigner(MessageSigner):
+    """A minimal §5.5 signer for tests, independent of the production one."""
+
+    def __init__(self, key: bytes = KEY) -> None:
+        self.key = key
+        self.calls: list[dict[str, object]] = []
+
+    def _mac(self, t: str, tenant: str, exchange: str, routing_key: str, body: bytes) -> str:
+        try:
+            document = json.loads(body)
+        except ValueError:
+            document = None
+        job = document.get("jobId") if isinstance(document, dict) else None
+        job = job if isinstance(job, str) else ""
+        payload = f"{t}\nv1\n{tenant}\n{job}\n{exchange}\n{routing_key}\n".encode() + body
+        return hmac.new(self.key, payload, hashlib.sha256).hexdigest()
+
+    def sign(
+        self, *, tenant: str, exchange: str, routing_key: str, body: bytes, timestamp: int
+    ) -> dict[str, str]:
+        self.calls.append(
+            {"tenant": tenant, "exchange": exchange, "routing_key": routing_key, "body": body}
+        )
+        mac = self._mac(str(timestamp), tenant, exchange, routing_key, body)
+        return {"x-message-signature": mac, "t": str(timestamp), "signature-version": "v1"}
+
+    def verify(
+        self,
+        *,
+        headers: Mapping[str, object],
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        now: int,
+        max_age: int | None,
+    ) -> None:
+        signature = header_text(headers.get("x-message-signature"))
+        t = header_text(headers.get("t"))
+        if (
+            not signature
+            or not t.isdigit()
+            or header_text(headers.get("signature-version")) != "v1"
+        ):
+            raise InvalidSignature("missing or malformed signature headers")
+        if int(t) > now + 30 or (max_age is not None and now - int(t) > max_age):
+            raise InvalidSignature("stale signature")
+        tenant = header_text(headers.get("X-Tenant-ID"))
+        expected = self._mac(t, tenant, exchange, routing_key, body)
+        if not hmac.compare_digest(expected, signature):
+            raise InvalidSignature("signature mismatch")
+
+
+def _expected_mac(t: int, tenant: str, exchange: str, routing_key: str, body: bytes) -> str:
+    payload = (
+        str(t).encode()
+        + b"\nv1\n"
+        + tenant.encode()
+        + b"\n0190b8a0-0000-7000-8000-000000000001\n"
+        + exchange.encode()
+        + b"\n"
+        + routing_key.encode()
+        + b"\n"
+        + body
+    )
+    return hmac.new(KEY, payload, hashlib.sha256).hexdigest()
+
+
+def _notification(**overrides: object) -> JobNotification:
+    values: dict[str, object] = {
+        "job_id": JOB_ID,
+        "status": "failed",
+        "body": FAILED_BODY,
+        "time": datetime(2026, 7, 13, 13, 0, 0, 123400, tzinfo=UTC),
+        "request_id": "req-1",
+    }
+    values.update(overrides)
+    return JobNotification(**values)  # type: ignore[arg-type]
+
+
+def test_event_headers_are_exactly_the_reference_set() -> None:
+    message = job_event_message(
+        _notification(), source=SOURCE, exchange=EXCHANGE, signer=HmacTestSigner(), now=NOW
+    )
+
+    assert message.exchange == EXCHANGE
+    assert message.routing_key == "job.failed"
+    assert message.body == FAILED_BODY
+    assert message.headers == {
+        "ce-specversion": "1.0",
+        "ce-id": "fetcher.job.failed.0190b8a0-0000-7000-8000-000000000001",
+        "ce-source": SOURCE,
+        "ce-type": "studio.lerian.job.failed",
+        "ce-time": "2026-07-13T13:00:00.1234Z",
+        "ce-subject": "0190b8a0-0000-7000-8000-000000000001",
+        "ce-datacontenttype": "application/json",
+        "ce-schemaversion": "1.0.0",
+        "ce-resourcetype": "job",
+        "ce-eventtype": "failed",
+        "ce-tenantid": "single-tenant",
+        "X-Tenant-ID": "single-tenant",
+        "X-Request-Id": "req-1",
+        "x-retry-count": 0,
+        "x-message-signature": _expected_mac(
+            NOW, "single-tenant", EXCHANGE, "job.failed", FAILED_BODY
+        ),
+        "t": str(NOW),
+        "signature-version": "v1",
+    }
+
+
+def test_event_signature_covers_tenant_exchange_routing_key_and_exact_body() -> None:
+    signer = HmacTestSigner()
+    body = b'{"jobId":"0190b8a0-0000-7000-8000-000000000001","metadata":{},"status":"completed"}'
+    message = job_event_message(
+        _notification(status="completed", body=body),
+        source=SOURCE,
+        exchange="custom.events",
+        signer=signer,
+        now=NOW,
+    )
+
+    assert signer.calls == [
+        {
+            "tenant": "single-tenant",
+            "exchange": "custom.events",
+            "routing_key": "job.completed",
+            "body": body,
+        }
+    ]
+    assert message.headers["x-message-signature"] == _expected_mac(
+        NOW, "single-tenant", "custom.events", "job.completed", body
+    )
+    assert message.headers["ce-type"] == "studio.lerian.job.completed"
+    assert message.headers["ce-eventtype"] == "completed"
+    assert message.routing_key == "job.completed"
+
+
+def test_event_header_values_are_strings_except_the_retry_count() -> None:
+    message = job_event_message(
+        _notification(), source=SOURCE, exchange=EXCHANGE, signer=HmacTestSigner(), now=NOW
+    )
+
+    assert {k for k, v in message.headers.items() if not isinstance(v, str)} == {"x-retry-count"}
+    assert message.headers["x-retry-count"] == 0
+
+
+def test_event_id_is_deterministic_and_request_id_generated_when_missing() -> None:
+    first = job_event_message(
+        _notification(request_id=""),
+        source=SOURCE,
+        exchange=EXCHANGE,
+        signer=HmacTestSigner(),
+        now=NOW,
+    )
+    second = job_event_message(
+        _notification(request_id=""),
+        source=SOURCE,
+        exchange=EXCHANGE,
+        signer=HmacTestSigner(),
+        now=NOW + 5,
+    )
+
+    assert first.headers["ce-id"] == second.headers["ce-id"]
+    assert UUID(str(first.headers["X-Request-Id"]))
+    assert first.headers["X-Request-Id"] != second.headers["X-Request-Id"]
+
+
+@pytest.mark.parametrize(
+    ("moment", "text"),
+    [
+        (datetime(2026, 7, 13, 13, 0, 0, tzinfo=UTC), "2026-07-13T13:00:00Z"),
+        (datetime(2026, 7, 13, 13, 0, 0, 120000, tzinfo=UTC), "2026-07-13T13:00:00.12Z"),
+        (datetime(2026, 7, 13, 13, 0, 0, 1, tzinfo=UTC), "2026-07-13T13:00:00.000001Z"),
+        (
+            datetime(2026, 7, 13, 10, 0, 0, 500000, tzinfo=timezone(timedelta(hours=-3))),
+            "2026-07-13T13:00:00.5Z",
+        ),
+    ],
+)
+def test_ce_time_is_go_rfc3339nano_in_utc(moment: datetime, text: str) -> None:
+    assert rfc3339_nano(moment) == text
+    message = job_event_message(
+        _notification(time=moment),
+        source=SOURCE,
+        exchange=EXCHANGE,
+        signer=HmacTestSigner(),
+        now=NOW,
+    )
+    assert message.headers["ce-time"] == text
+
+
+def test_event_reads_back_with_the_cloudevents_binding() -> None:
+    message = job_event_message(
+        _notification(), source=SOURCE, exchange=EXCHANGE, signer=HmacTestSigner(), now=NOW
+    )
+    incoming = rabbitmq.RabbitMQMessage(
+        headers={k: str(v) for k, v in message.headers.items()},
+        content_type="application/json",
+        body=message.body,
+    )
+
+    event = rabbitmq.from_binary_event(incoming)
+
+    assert event.get_id() == "fetcher.job.failed.0190b8a0-0000-7000-8000-000000000001"
+    assert event.get_type() == "studio.lerian.job.failed"
+    assert event.get_extension("tenantid") == "single-tenant"
+    assert event.get_data() == json.loads(FAILED_BODY)
+
+
+def test_event_for_a_non_terminal_status_is_refused() -> None:
+    with pytest.raises(ValueError, match="terminal"):
+        job_event_message(
+            _notification(status="processing"),
+            source=SOURCE,
+            exchange=EXCHANGE,
+            signer=HmacTestSigner(),
+            now=NOW,
+        )
+
+
+def test_work_message_headers_match_the_reference() -> None:
+    order = WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7")
+
+    message = work_message(order, queue=QUEUE, signer=HmacTestSigner(), now=NOW)
+
+    assert message.exchange == ""
+    assert message.routing_key == QUEUE
+    assert message.body == WORK_BODY
+    assert message.headers == {
+        "jobId": "0190b8a0-0000-7000-8000-000000000001",
+        "X-Request-Id": "req-7",
+        "x-retry-count": 0,
+        "x-message-signature": _expected_mac(NOW, "", "", QUEUE, WORK_BODY),
+        "t": str(NOW),
+        "signature-version": "v1",
+    }
+
+
+def test_work_message_generates_a_request_id_when_missing() -> None:
+    message = work_message(
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY), queue=QUEUE, signer=HmacTestSigner(), now=NOW
+    )
+    assert UUID(str(message.headers["X-Request-Id"]))
+
+
+def test_open_work_message_accepts_go_style_byte_headers() -> None:
+    signer = HmacTestSigner()
+    message = work_message(
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7"),
+        queue=QUEUE,
+        signer=signer,
+        now=NOW,
+    )
+    as_bytes = {k: v.encode() if isinstance(v, str) else v for k, v in message.headers.items()}
+
+    order = open_work_message(
+        headers=as_bytes,
+        body=WORK_BODY,
+        exchange="",
+        routing_key=QUEUE,
+        signer=signer,
+        now=NOW + 86_400,
+    )
+
+    assert order == WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7")
+
+
+def test_open_work_message_rejects_a_tampered_body() -> None:
+    signer = HmacTestSigner()
+    message = work_message(
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY), queue=QUEUE, signer=signer, now=NOW
+    )
+
+    with pytest.raises(InvalidSignature):
+        open_work_message(
+            headers=message.headers,
+            body=WORK_BODY.replace(b"payments", b"paymentz"),
+            exchange="",
+            routing_key=QUEUE,
+            signer=signer,
+            now=NOW,
+        )
+
+
+def test_open_work_message_rejects_another_routing_key() -> None:
+    signer = HmacTestSigner()
+    message = work_message(
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY), queue=QUEUE, signer=signer, now=NOW
+    )
+
+    with pytest.raises(InvalidSignature):
+        open_work_message(
+            headers=message.headers,
+            body=WORK_BODY,
+            exchange="",
+            routing_key="other.queue",
+            signer=signer,
+            now=NOW,
+        )
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1]", b'{"jobId":7}', b'{"jobId":"nope"}'])
+def test_open_work_message_refuses_a_body_without_a_job_id(body: bytes) -> None:
+    signer = HmacTestSigner()
+    headers = signer.sign(tenant="", exchange="", routing_key=QUEUE, body=body, timestamp=NOW)
+
+    with pytest.raises(UnreadableMessage):
+        open_work_message(
+            headers=headers, body=body, exchange="", routing_key=QUEUE, signer=signer, now=NOW
+        )
+
+
+async def _dispatch(
+    dispatcher: WorkDispatcher, body: bytes = WORK_BODY, **kw: object
+) -> Disposition:
+    signer = HmacTestSigner()
+    headers = kw.pop("headers", None) or signer.sign(
+        tenant="", exchange="", routing_key=QUEUE, body=body, timestamp=NOW
+    )
+    return await dispatcher.dispatch(
+        headers=headers,  # type: ignore[arg-type]
+        body=body,
+        exchange="",
+        routing_key=QUEUE,
+        stopping=kw.pop("stopping", None) or asyncio.Event(),  # type: ignore[arg-type]
+    )
+
+
+def _dispatcher(handler: object, **kw: float) -> WorkDispatcher:
+    return WorkDispatcher(
+        signer=HmacTestSigner(),
+        handler=handler,  # type: ignore[arg-type]
+        clock=lambda: NOW,
+        retry_delay=kw.get("retry_delay", 0.0),
+        error_backoff=kw.get("error_backoff", 0.0),
+        max_backoff=kw.get("max_backoff", 0.0),
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "disposition"),
+    [
+        (Outcome.DONE, Disposition.ACK),
+        (Outcome.RETRY, Disposition.REQUEUE),
+        (Outcome.DEAD_LETTER, Disposition.DEAD_LETTER),
+    ],
+)
+async def test_dispatcher_maps_outcomes(outcome: Outcome, disposition: Disposition) -> None:
+    seen: list[WorkOrder] = []
+
+    async def handler(order: WorkOrder) -> Outcome:
+        seen.append(order)
+        return outcome
+
+    assert await _dispatch(_dispatcher(handler)) is disposition
+    assert [o.job_id for o in seen] == [JOB_ID]
+
+
+async def test_dispatcher_dead_letters_a_bad_signature_without_calling_the_handler() -> None:
+    async def handler(order: WorkOrder) -> Outcome:
+        raise AssertionError("must not be called")
+
+    headers = {"x-message-signature": "0" * 64, "t": str(NOW), "signature-version": "v1"}
+    assert await _dispatch(_dispatcher(handler), headers=headers) is Disposition.DEAD_LETTER
+
+
+async def test_dispatcher_requeues_after_a_handler_error_with_bounded_backoff() -> None:
+    async def handler(order: WorkOrder) -> Outcome:
+        raise RuntimeError("secret-bearing text that is not logged")
+
+    dispatcher = _dispatcher(handler, error_backoff=0.01, max_backoff=0.02)
+    assert await _dispatch(dispatcher) is Disposition.REQUEUE
+    assert [dispatcher._backoff(JOB_ID) for _ in range(3)] == [0.02, 0.02, 0.02]
+
+
+async def test_dispatcher_wakes_from_its_delay_when_stopping() -> None:
+    async def handler(order: WorkOrder) -> Outcome:
+        stopping.set()
+        return Outcome.RETRY
+
+    stopping = asyncio.Event()
+    dispatcher = _dispatcher(handler, retry_delay=60.0)
+    result = await asyncio.wait_for(_dispatch(dispatcher, stopping=stopping), timeout=5)
+    assert result is Disposition.REQUEUE

@@ -1,0 +1,267 @@
+"""The embedded messaging twins and the recording fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+
+from adapters.memory.messaging import RecordingJobEventPublisher, RecordingWorkQueue
+from adapters.messaging.envelope import Outcome
+from adapters.messaging.local import (
+    InProcessWorkConsumer,
+    InProcessWorkQueue,
+    JsonlJobEventPublisher,
+)
+from application.errors import PublishFailed
+from application.ports.messaging import JobNotification, WorkOrder
+from tests.unit.test_envelope import KEY, HmacTestSigner
+
+NOW = 1_780_000_000
+
+
+def _order(job_id: UUID | None = None) -> WorkOrder:
+    job_id = job_id or uuid4()
+    return WorkOrder(job_id=job_id, body=json.dumps({"jobId": str(job_id)}).encode())
+
+
+def _notification(status: str = "completed") -> JobNotification:
+    job_id = uuid4()
+    body = f'{{"jobId":"{job_id}","metadata":{{"note":"café <&>"}},"status":"{status}"}}'
+    return JobNotification(
+        job_id=job_id,
+        status=status,
+        body=body.encode(),
+        time=datetime(2026, 7, 13, 13, 0, tzinfo=UTC),
+        request_id="req-1",
+    )
+
+
+async def _run_until(consumer: InProcessWorkConsumer, done: asyncio.Event) -> None:
+    runner = asyncio.create_task(consumer.run())
+    await asyncio.wait_for(done.wait(), timeout=5)
+    await consumer.stop()
+    await asyncio.wait_for(runner, timeout=5)
+
+
+async def test_in_process_queue_delivers_signed_orders_to_the_handler() -> None:
+    signer = HmacTestSigner()
+    queue = InProcessWorkQueue(signer, queue_name="work.q", clock=lambda: NOW)
+    orders = [_order(), _order()]
+    for order in orders:
+        await queue.publish(order)
+    seen: list[WorkOrder] = []
+    done = asyncio.Event()
+
+    async def handler(order: WorkOrder) -> Outcome:
+        seen.append(order)
+        if len(seen) == len(orders):
+            done.set()
+        return Outcome.DONE
+
+    await _run_until(InProcessWorkConsumer(queue, signer, handler, clock=lambda: NOW), done)
+
+    assert sorted(o.job_id for o in seen) == sorted(o.job_id for o in orders)
+    assert all(o.request_id for o in seen)
+    assert queue.messages.empty()
+    assert queue.dead_letters == []
+
+
+async def test_in_process_consumer_dead_letters_an_invalid_signature() -> None:
+    queue = InProcessWorkQueue(HmacTestSigner(key=b"other key"), queue_name="work.q")
+    await queue.publish(_order())
+    called = False
+
+    async def handler(order: WorkOrder) -> Outcome:
+        nonlocal called
+        called = True
+        return Outcome.DONE
+
+    consumer = InProcessWorkConsumer(queue, HmacTestSigner(), handler)
+    runner = asyncio.create_task(consumer.run())
+    for _ in range(100):
+        if queue.dead_letters:
+            break
+        await asyncio.sleep(0.01)
+    await consumer.stop()
+    await runner
+
+    assert len(queue.dead_letters) == 1
+    assert not called
+
+
+async def test_in_process_consumer_retries_and_survives_handler_errors() -> None:
+    signer = HmacTestSigner()
+    queue = InProcessWorkQueue(signer)
+    await queue.publish(_order())
+    calls = 0
+    done = asyncio.Event()
+
+    async def handler(order: WorkOrder) -> Outcome:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return Outcome.RETRY
+        if calls == 2:
+            raise RuntimeError("transient")
+        done.set()
+        return Outcome.DONE
+
+    consumer = InProcessWorkConsumer(
+        queue, signer, handler, retry_delay=0.01, error_backoff=0.01, max_backoff=0.01
+    )
+    await _run_until(consumer, done)
+
+    assert calls == 3
+    assert queue.messages.empty()
+
+
+async def test_in_process_stop_lets_in_flight_handlers_finish() -> None:
+    signer = HmacTestSigner()
+    queue = InProcessWorkQueue(signer)
+    await queue.publish(_order())
+    started, finished = asyncio.Event(), asyncio.Event()
+
+    async def handler(order: WorkOrder) -> Outcome:
+        started.set()
+        await asyncio.sleep(0.1)
+        finished.set()
+        return Outcome.DONE
+
+    consumer = InProcessWorkConsumer(queue, signer, handler)
+    runner = asyncio.create_task(consumer.run())
+    await asyncio.wait_for(started.wait(), timeout=5)
+    await consumer.stop()
+    await runner
+
+    assert finished.is_set()
+    assert queue.messages.empty()
+
+
+async def test_in_process_stop_timeout_returns_unfinished_work_to_the_queue() -> None:
+    signer = HmacTestSigner()
+    queue = InProcessWorkQueue(signer)
+    await queue.publish(_order())
+    started = asyncio.Event()
+
+    async def handler(order: WorkOrder) -> Outcome:
+        started.set()
+        await asyncio.sleep(60)
+        return Outcome.DONE
+
+    consumer = InProcessWorkConsumer(queue, signer, handler, stop_timeout=0.05)
+    runner = asyncio.create_task(consumer.run())
+    await asyncio.wait_for(started.wait(), timeout=5)
+    await consumer.stop()
+    await runner
+
+    assert queue.messages.qsize() == 1
+
+
+async def test_closed_in_process_queue_refuses_publishes() -> None:
+    queue = InProcessWorkQueue(HmacTestSigner())
+    await queue.close()
+    with pytest.raises(PublishFailed):
+        await queue.publish(_order())
+    with pytest.raises(PublishFailed):
+        await queue.check()
+
+
+async def test_jsonl_publisher_appends_one_signed_line_per_event(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "events.jsonl"
+    publisher = JsonlJobEventPublisher(
+        path, source="//lerian.fetcher/worker", signer=HmacTestSigner(), clock=lambda: NOW
+    )
+    events = [_notification("completed"), _notification("failed")]
+
+    await publisher.check()
+    await asyncio.gather(*(publisher.publish(e) for e in events))
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["routingKey"] for r in records] == ["job.completed", "job.failed"]
+    for record, event in zip(records, events, strict=True):
+        assert set(record) == {"exchange", "routingKey", "headers", "body"}
+        assert record["exchange"] == "fetcher.job.events"
+        assert record["body"].encode("utf-8") == event.body
+        headers = record["headers"]
+        assert headers["ce-id"] == f"fetcher.job.{event.status}.{event.job_id}"
+        assert headers["X-Tenant-ID"] == "single-tenant"
+        assert headers["x-retry-count"] == 0
+        payload = (
+            f"{NOW}\nv1\nsingle-tenant\n{event.job_id}\nfetcher.job.events\n"
+            f"{record['routingKey']}\n"
+        ).encode() + event.body
+        assert headers["x-message-signature"] == hmac.new(KEY, payload, hashlib.sha256).hexdigest()
+
+
+async def test_jsonl_publisher_reports_an_unwritable_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    publisher = JsonlJobEventPublisher(
+        blocker / "events.jsonl", source="//s", signer=HmacTestSigner()
+    )
+    with pytest.raises(PublishFailed):
+        await publisher.publish(_notification())
+
+
+async def test_recording_work_queue_fails_the_next_publishes_on_demand() -> None:
+    queue = RecordingWorkQueue()
+    queue.fail_next(2)
+    order = _order()
+
+    for _ in range(2):
+        with pytest.raises(PublishFailed):
+            await queue.publish(order)
+    await queue.publish(order)
+
+    assert queue.published == [order]
+    assert queue.attempts == 3
+
+
+async def test_recording_event_publisher_records_event_ids() -> None:
+    publisher = RecordingJobEventPublisher()
+    event = _notification("failed")
+    publisher.fail_next()
+
+    with pytest.raises(PublishFailed):
+        await publisher.publish(event)
+    await publisher.publish(event)
+    await publisher.publish(replace(event))
+
+    assert publisher.event_ids == [f"fetcher.job.failed.{event.job_id}"] * 2
+    publisher.unavailable = True
+    with pytest.raises(PublishFailed):
+        await publisher.check()
+
+
+async def test_cancelling_run_drains_in_flight_work_and_loses_no_message() -> None:
+    signer = HmacTestSigner()
+    queue = InProcessWorkQueue(signer)
+    await queue.publish(_order())
+    started, finished = asyncio.Event(), asyncio.Event()
+
+    async def handler(order: WorkOrder) -> Outcome:
+        started.set()
+        await asyncio.sleep(0.05)
+        finished.set()
+        return Outcome.DONE
+
+    consumer = InProcessWorkConsumer(queue, signer, handler)
+    runner = asyncio.create_task(consumer.run())
+    await asyncio.wait_for(started.wait(), timeout=5)
+    runner.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await runner
+    await consumer.stop()
+
+    assert finished.is_set()
+    await queue.publish(_order())
+    assert queue.messages.qsize() == 1
