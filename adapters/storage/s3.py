@@ -1,0 +1,262 @@
+"""``ResultStorage`` on an S3-compatible server (AWS S3, nanio, MinIO, SeaweedFS) via aiobotocore.
+
+Objects are streamed with multipart uploads of ``part_size`` bytes (about two parts in memory at
+most); an object smaller than one part is sent with a single PutObject. Nothing is visible at the
+key until ``commit`` succeeds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiobotocore.session import get_session
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from application.errors import StorageError
+from application.ports.result_storage import ResultStorage, ResultUpload
+
+MiB = 1024 * 1024
+MIN_PART_SIZE = 5 * MiB
+MAX_PART_SIZE = 5 * 1024 * MiB
+MAX_PARTS = 10_000
+CONTENT_TYPE = "application/octet-stream"
+
+_NOT_FOUND = {"404", "NoSuchBucket", "NoSuchKey", "NotFound"}
+_DENIED = {
+    "403",
+    "AccessDenied",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+}
+_GONE = {"404", "NoSuchUpload"}
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Connection settings. Static credentials: both or neither (neither: AWS default chain)."""
+
+    bucket: str
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    key_prefix: str = ""
+    access_key_id: str | None = None
+    secret_access_key: str | None = field(default=None, repr=False)
+    use_path_style: bool = False
+    part_size: int = 8 * MiB
+
+    def __post_init__(self) -> None:
+        if not self.bucket:
+            raise ValueError("s3 bucket name is required")
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("s3 access key id and secret access key must be given together")
+        if not MIN_PART_SIZE <= self.part_size <= MAX_PART_SIZE:
+            raise ValueError(f"s3 part size must be between {MIN_PART_SIZE} and {MAX_PART_SIZE}")
+
+
+def _client_error_code(e: ClientError) -> str:
+    error = e.response.get("Error", {})
+    code = str(error.get("Code") or "")
+    if not code:
+        code = str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+    return code
+
+
+@contextlib.contextmanager
+def _wrap(operation: str) -> Iterator[None]:
+    """Turn botocore/aiohttp failures into ``StorageError`` with a message free of secrets."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except ClientError as e:
+        code = _client_error_code(e)
+        if code in _NOT_FOUND:
+            raise StorageError(f"s3 {operation} failed: not found ({code})") from e
+        if code in _DENIED:
+            raise StorageError(f"s3 {operation} failed: access denied ({code})") from e
+        raise StorageError(f"s3 {operation} failed: {code or 'error'}") from e
+    except (BotoCoreError, aiohttp.ClientError, OSError) as e:
+        raise StorageError(f"s3 {operation} failed: {type(e).__name__}") from e
+
+
+class S3ResultUpload(ResultUpload):
+    """One object being written; not safe for concurrent ``write`` calls."""
+
+    def __init__(self, client: Any, bucket: str, key: str, part_size: int) -> None:
+        self._client = client
+        self._bucket = bucket
+        self._key = key
+        self._part_size = part_size
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[dict[str, Any]] = []
+        self._state = "open"
+
+    async def write(self, data: bytes) -> None:
+        self._require_open("write")
+        view = memoryview(data)
+        try:
+            while view:
+                room = self._part_size - len(self._buffer)
+                self._buffer += view[:room]
+                view = view[room:]
+                if len(self._buffer) >= self._part_size:
+                    await self._send_part()
+        except StorageError:
+            await self._abort_quietly()
+            raise
+
+    async def commit(self) -> None:
+        if self._state == "committed":
+            return
+        self._require_open("commit")
+        try:
+            if self._upload_id is None:
+                body = bytes(self._buffer)
+                self._buffer = bytearray()
+                with _wrap("put object"):
+                    await self._client.put_object(
+                        Bucket=self._bucket, Key=self._key, Body=body, ContentType=CONTENT_TYPE
+                    )
+            else:
+                if self._buffer:
+                    await self._send_part()
+                with _wrap("complete multipart upload"):
+                    await self._client.complete_multipart_upload(
+                        Bucket=self._bucket,
+                        Key=self._key,
+                        UploadId=self._upload_id,
+                        MultipartUpload={"Parts": self._parts},
+                    )
+        except StorageError:
+            await self._abort_quietly()
+            raise
+        self._state = "committed"
+
+    async def abort(self) -> None:
+        if self._state != "open":
+            return
+        self._buffer = bytearray()
+        if self._upload_id is not None:
+            with _wrap("abort multipart upload"):
+                try:
+                    await self._client.abort_multipart_upload(
+                        Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
+                    )
+                except ClientError as e:
+                    # Already gone (an earlier abort, or a lifecycle rule) counts as aborted.
+                    if _client_error_code(e) not in _GONE:
+                        raise
+        self._upload_id = None
+        self._parts = []
+        self._state = "aborted"
+
+    async def _send_part(self) -> None:
+        if len(self._parts) >= MAX_PARTS:
+            raise StorageError(f"s3 upload exceeds {MAX_PARTS} parts")
+        if self._upload_id is None:
+            with _wrap("create multipart upload"):
+                created = await self._client.create_multipart_upload(
+                    Bucket=self._bucket, Key=self._key, ContentType=CONTENT_TYPE
+                )
+            self._upload_id = str(created["UploadId"])
+        body = bytes(self._buffer)
+        self._buffer = bytearray()
+        number = len(self._parts) + 1
+        with _wrap("upload part"):
+            sent = await self._client.upload_part(
+                Bucket=self._bucket,
+                Key=self._key,
+                UploadId=self._upload_id,
+                PartNumber=number,
+                Body=body,
+            )
+        self._parts.append({"ETag": sent["ETag"], "PartNumber": number})
+
+    async def _abort_quietly(self) -> None:
+        with contextlib.suppress(StorageError):
+            await self.abort()
+        self._state = "aborted"
+
+    def _require_open(self, operation: str) -> None:
+        if self._state != "open":
+            raise StorageError(f"cannot {operation}: upload already {self._state}")
+
+
+class S3ResultStorage(ResultStorage):
+    """Open with ``await S3ResultStorage.open(settings)``; release with ``await .close()``."""
+
+    def __init__(self, settings: S3Settings, client: Any, stack: AsyncExitStack) -> None:
+        self._settings = settings
+        self._client = client
+        self._stack = stack
+
+    @classmethod
+    async def open(cls, settings: S3Settings) -> S3ResultStorage:
+        config = Config(
+            region_name=settings.region,
+            s3={"addressing_style": "path" if settings.use_path_style else "auto"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            retries={"mode": "standard"},
+        )
+        stack = AsyncExitStack()
+        try:
+            with _wrap("client setup"):
+                client = await stack.enter_async_context(
+                    get_session().create_client(
+                        "s3",
+                        region_name=settings.region,
+                        endpoint_url=settings.endpoint_url,
+                        aws_access_key_id=settings.access_key_id,
+                        aws_secret_access_key=settings.secret_access_key,
+                        config=config,
+                    )
+                )
+        except BaseException:
+            await stack.aclose()
+            raise
+        return cls(settings, client, stack)
+
+    async def begin(self, key: str) -> ResultUpload:
+        return S3ResultUpload(
+            self._client, self._settings.bucket, self._object_key(key), self._settings.part_size
+        )
+
+    async def read(self, key: str) -> bytes:
+        with _wrap("get object"):
+            response = await self._client.get_object(
+                Bucket=self._settings.bucket, Key=self._object_key(key)
+            )
+            async with response["Body"] as stream:
+                data: bytes = await stream.read()
+        return data
+
+    async def check(self) -> None:
+        try:
+            await self._client.head_bucket(Bucket=self._settings.bucket)
+        except ClientError as e:
+            code = _client_error_code(e)
+            if code in _NOT_FOUND:
+                raise StorageError(f"bucket not found: {self._settings.bucket}") from e
+            if code in _DENIED:
+                raise StorageError(f"access denied to bucket {self._settings.bucket}") from e
+            raise StorageError(f"s3 head bucket failed: {code or 'error'}") from e
+        except (BotoCoreError, aiohttp.ClientError, OSError) as e:
+            raise StorageError(f"s3 storage unreachable: {type(e).__name__}") from e
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+    def _object_key(self, key: str) -> str:
+        if not key:
+            raise StorageError("object key is empty")
+        return self._settings.key_prefix + key
