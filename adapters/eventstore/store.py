@@ -1,0 +1,309 @@
+"""Job event store on the ``eventsourcing`` library's process recorder (events + trackings).
+
+The library is synchronous. Every call into it runs on a small dedicated thread pool, so the
+event loop never blocks; the recorder is built lazily on that pool too (or eagerly by ``open``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+from uuid import UUID
+
+import psycopg
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import (
+    ConnectionPoolClosedError,
+    DatetimeAsISO,
+    InfrastructureFactory,
+    InterfaceError,
+    JSONTranscoder,
+    Mapper,
+    OperationalError,
+    ProcessRecorder,
+    RecordConflictError,
+    StoredEvent,
+    Tracking,
+    UUIDAsHex,
+)
+from eventsourcing.postgres import PostgresFactory
+from psycopg.sql import SQL, Identifier
+
+from application.ports.job_event_store import JobEventStore, LoggedEvent
+from domain.dedup import RequestSlotTaken
+from domain.errors import ConcurrencyConflict, Unavailable
+from domain.job import JobEvent
+
+T = TypeVar("T")
+
+# The library keeps its own row under this name in the tracking table.
+_RESERVED_FOLLOWER = "__migration__"
+
+# Errors meaning "the store cannot be reached or used right now". Raw driver errors appear
+# where the library does not translate (e.g. a failing BEGIN or PRAGMA on SQLite).
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    OperationalError,
+    InterfaceError,
+    ConnectionPoolClosedError,
+    sqlite3.OperationalError,
+    sqlite3.InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+
+
+def postgres_env(
+    url: str, *, schema: str | None = None, connect_timeout: int = 5, pool_size: int = 5
+) -> dict[str, str]:
+    """Library settings for a ``postgresql://user:pass@host:port/dbname`` URL."""
+    parts = urlsplit(url)
+    if not parts.scheme.startswith(("postgresql", "postgres")):
+        raise ValueError("not a postgresql:// URL")
+    dbname = unquote(parts.path.lstrip("/"))
+    if not dbname:
+        raise ValueError("the PostgreSQL URL names no database")
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": dbname,
+        "POSTGRES_HOST": parts.hostname or "127.0.0.1",
+        "POSTGRES_PORT": str(parts.port or 5432),
+        "POSTGRES_USER": unquote(parts.username or "postgres"),
+        "POSTGRES_PASSWORD": unquote(parts.password or ""),
+        "POSTGRES_CONNECT_TIMEOUT": str(connect_timeout),
+        "POSTGRES_POOL_SIZE": "2",
+        "POSTGRES_MAX_OVERFLOW": str(max(0, pool_size - 2)),
+        "POSTGRES_LOCK_TIMEOUT": "10",
+        # The insert functions skip the table lock that keeps ids in commit order.
+        "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+        "CREATE_TABLE": "y",
+    }
+    if schema:
+        env["POSTGRES_SCHEMA"] = schema
+    return env
+
+
+def sqlite_env(path: Path) -> dict[str, str]:
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": str(path),
+        "SQLITE_LOCK_TIMEOUT": "10",
+        "CREATE_TABLE": "y",
+    }
+
+
+def memory_env() -> dict[str, str]:
+    return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+
+
+def _transcoder() -> JSONTranscoder:
+    transcoder = JSONTranscoder()
+    transcoder.register(UUIDAsHex())
+    transcoder.register(DatetimeAsISO())
+    return transcoder
+
+
+def _single_attempt(method: Callable[..., T]) -> Callable[..., T]:
+    """The method without the library's retry loop (a probe must answer quickly)."""
+    func = getattr(type(method.__self__), method.__name__)  # type: ignore[attr-defined]
+    inner = getattr(func, "__wrapped__", func)
+    return functools.partial(inner, method.__self__)  # type: ignore[attr-defined]
+
+
+class EventsourcingJobEventStore(JobEventStore):
+    """``JobEventStore`` on PostgreSQL, SQLite or memory, chosen by the settings in ``env``.
+
+    ``env`` is the library's environment, given explicitly (``os.environ`` is never read).
+    Open with ``from_url`` (cheap, no I/O), optionally ``await open()`` to fail fast and create
+    the tables; finish with ``await close()``.
+    """
+
+    def __init__(self, env: Mapping[str, str], *, max_workers: int = 8) -> None:
+        self._env = dict(env)
+        self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="fetcher-eventstore")
+        self._init_lock = threading.Lock()
+        self._factory: InfrastructureFactory[Any] | None = None
+        self._recorder: ProcessRecorder | None = None
+        self._mapper: Mapper[UUID] | None = None
+        self._closed = False
+        if self._env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
+            self._sqlite_path: Path | None = Path(self._env["SQLITE_DBNAME"])
+        else:
+            self._sqlite_path = None
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str | None,
+        sqlite_path: Path | None = None,
+        *,
+        schema: str | None = None,
+        max_workers: int = 8,
+        connect_timeout: int = 5,
+    ) -> EventsourcingJobEventStore:
+        """``postgresql://…`` → PostgreSQL (tables in ``schema``, default public);
+        ``sqlite:///path`` → SQLite file; ``memory://`` → in process; None → SQLite at
+        ``sqlite_path``."""
+        if url is None:
+            if sqlite_path is None:
+                raise ValueError("no event store URL and no SQLite path")
+            env = sqlite_env(sqlite_path)
+        elif url.startswith(("postgresql", "postgres:")):
+            env = postgres_env(
+                url, schema=schema, connect_timeout=connect_timeout, pool_size=max_workers
+            )
+        elif url.startswith("sqlite:///"):
+            env = sqlite_env(Path(url.removeprefix("sqlite:///")))
+        elif url.startswith("memory://"):
+            env = memory_env()
+        else:
+            raise ValueError("unsupported event store URL scheme")
+        return cls(env, max_workers=max_workers)
+
+    # The seam: everything below that touches the library runs on the executor.
+
+    def _ensure_open(self) -> tuple[ProcessRecorder, Mapper[UUID]]:
+        with self._init_lock:
+            if self._closed:
+                raise Unavailable("the event store is closed")
+            if self._recorder is None or self._mapper is None:
+                if self._sqlite_path is not None:
+                    self._sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+                factory: InfrastructureFactory[Any] = InfrastructureFactory.construct(self._env)
+                try:
+                    _create_schema(factory, self._env.get("POSTGRES_SCHEMA"))
+                    self._recorder = factory.process_recorder()
+                except BaseException:
+                    factory.close()
+                    raise
+                self._mapper = factory.mapper(transcoder=_transcoder())
+                self._factory = factory
+            return self._recorder, self._mapper
+
+    async def _run(self, func: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise Unavailable("the event store is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, functools.partial(func, *args))
+        except _UNAVAILABLE as e:
+            raise Unavailable() from e
+        except RuntimeError as e:  # the executor was shut down under us
+            if self._closed:
+                raise Unavailable("the event store is closed") from e
+            raise
+
+    def _decode(self, mapper: Mapper[UUID], stored: StoredEvent) -> DomainEvent:
+        event = mapper.to_domain_event(stored)
+        if not isinstance(event, DomainEvent):
+            raise TypeError(f"stored event {stored.topic!r} is not a domain event")
+        return event
+
+    # JobEventStore
+
+    async def open(self) -> None:
+        """Connect and create the tables now rather than on first use."""
+        await self._run(self._ensure_open)
+
+    async def append(self, events: Sequence[DomainEvent]) -> int:
+        if not events:
+            raise ValueError("append needs at least one event")
+        try:
+            return await self._run(self._append, list(events))
+        except RecordConflictError as e:
+            ids = ", ".join(sorted({str(ev.originator_id) for ev in events}))
+            raise ConcurrencyConflict(f"another change was recorded first for {ids}") from e
+
+    def _append(self, events: list[DomainEvent]) -> int:
+        recorder, mapper = self._ensure_open()
+        ids = recorder.insert_events([mapper.to_stored_event(e) for e in events])
+        if not ids:
+            raise RuntimeError("the recorder returned no notification ids")
+        return max(ids)
+
+    async def job_events(self, job_id: UUID) -> list[JobEvent]:
+        return await self._run(self._select, job_id, JobEvent)
+
+    async def slot_events(self, slot_id: UUID) -> list[RequestSlotTaken]:
+        return await self._run(self._select, slot_id, RequestSlotTaken)
+
+    def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
+        recorder, mapper = self._ensure_open()
+        out: list[T] = []
+        for stored in recorder.select_events(originator_id):
+            event = self._decode(mapper, stored)
+            if not isinstance(event, kind):
+                raise TypeError(f"{originator_id} holds a {type(event).__name__}")
+            out.append(event)
+        return out
+
+    async def read_log(self, after: int, limit: int) -> list[LoggedEvent]:
+        if limit <= 0:
+            return []
+        return await self._run(self._read_log, after, limit)
+
+    def _read_log(self, after: int, limit: int) -> list[LoggedEvent]:
+        recorder, mapper = self._ensure_open()
+        notifications = recorder.select_notifications(
+            start=after, limit=limit, inclusive_of_start=False
+        )
+        return [LoggedEvent(n.id, self._decode(mapper, n)) for n in notifications]
+
+    async def position(self, follower: str) -> int:
+        _check_follower(follower)
+        return await self._run(self._position, follower)
+
+    def _position(self, follower: str) -> int:
+        recorder, _ = self._ensure_open()
+        return recorder.max_tracking_id(follower) or 0
+
+    async def advance(self, follower: str, notification_id: int) -> None:
+        _check_follower(follower)
+        await self._run(self._advance, follower, notification_id)
+
+    def _advance(self, follower: str, notification_id: int) -> None:
+        recorder, _ = self._ensure_open()
+        if notification_id <= (recorder.max_tracking_id(follower) or 0):
+            return
+        try:
+            recorder.insert_tracking(Tracking(follower, notification_id))
+        except RecordConflictError:
+            # A concurrent advance recorded this position (or a later one) first.
+            return
+
+    async def check(self) -> None:
+        await self._run(self._check)
+
+    def _check(self) -> None:
+        recorder, _ = self._ensure_open()
+        _single_attempt(recorder.max_notification_id)()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+        with self._init_lock:
+            if self._factory is not None:
+                self._factory.close()
+            self._factory = self._recorder = self._mapper = None
+
+
+def _create_schema(factory: InfrastructureFactory[Any], schema: str | None) -> None:
+    if schema and isinstance(factory, PostgresFactory):
+        with factory.datastore.transaction(commit=True) as curs:
+            curs.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
+
+
+def _check_follower(follower: str) -> None:
+    if not follower or follower == _RESERVED_FOLLOWER:
+        raise ValueError(f"invalid follower name {follower!r}")

@@ -1,0 +1,109 @@
+"""In-process twin of the job event store, for unit tests: deterministic, no threads, no I/O."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from typing import TypeVar
+from uuid import UUID
+
+from eventsourcing.domain import DomainEvent
+
+from application.ports.job_event_store import JobEventStore, LoggedEvent
+from domain.dedup import RequestSlotTaken
+from domain.errors import ConcurrencyConflict, Unavailable
+from domain.job import JobEvent
+
+T = TypeVar("T")
+
+
+class InMemoryJobEventStore(JobEventStore):
+    """Same contract as the real store: atomic appends, unique (originator id, version),
+    notification ids 1, 2, 3… in commit order, one never-decreasing position per follower.
+
+    Events are deep-copied in and out, so callers cannot alter what was recorded.
+    Set ``unavailable = True`` to make every call raise ``Unavailable``.
+    """
+
+    def __init__(self) -> None:
+        self._log: list[DomainEvent] = []
+        self._by_originator: dict[UUID, dict[int, int]] = {}
+        self._positions: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.unavailable = False
+        self._closed = False
+
+    def _guard(self) -> None:
+        if self._closed:
+            raise Unavailable("the event store is closed")
+        if self.unavailable:
+            raise Unavailable()
+
+    async def append(self, events: Sequence[DomainEvent]) -> int:
+        self._guard()
+        if not events:
+            raise ValueError("append needs at least one event")
+        with self._lock:
+            keys = [(e.originator_id, e.originator_version) for e in events]
+            clash = len(set(keys)) < len(keys) or any(
+                version in self._by_originator.get(oid, {}) for oid, version in keys
+            )
+            if clash:
+                ids = ", ".join(sorted({str(oid) for oid, _ in keys}))
+                raise ConcurrencyConflict(f"another change was recorded first for {ids}")
+            for event in events:
+                self._log.append(copy.deepcopy(event))
+                versions = self._by_originator.setdefault(event.originator_id, {})
+                versions[event.originator_version] = len(self._log)
+            return len(self._log)
+
+    async def job_events(self, job_id: UUID) -> list[JobEvent]:
+        return self._select(job_id, JobEvent)
+
+    async def slot_events(self, slot_id: UUID) -> list[RequestSlotTaken]:
+        return self._select(slot_id, RequestSlotTaken)
+
+    def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
+        self._guard()
+        with self._lock:
+            versions = self._by_originator.get(originator_id, {})
+            events = [self._log[versions[v] - 1] for v in sorted(versions)]
+        out: list[T] = []
+        for event in events:
+            if not isinstance(event, kind):
+                raise TypeError(f"{originator_id} holds a {type(event).__name__}")
+            out.append(copy.deepcopy(event))
+        return out
+
+    async def read_log(self, after: int, limit: int) -> list[LoggedEvent]:
+        self._guard()
+        if limit <= 0:
+            return []
+        start = max(after, 0)
+        with self._lock:
+            window = self._log[start : start + limit]
+        return [LoggedEvent(start + i + 1, copy.deepcopy(e)) for i, e in enumerate(window)]
+
+    async def position(self, follower: str) -> int:
+        self._guard()
+        _check_follower(follower)
+        return self._positions.get(follower, 0)
+
+    async def advance(self, follower: str, notification_id: int) -> None:
+        self._guard()
+        _check_follower(follower)
+        with self._lock:
+            if notification_id > self._positions.get(follower, 0):
+                self._positions[follower] = notification_id
+
+    async def check(self) -> None:
+        self._guard()
+
+    async def close(self) -> None:
+        self._closed = True
+
+
+def _check_follower(follower: str) -> None:
+    if not follower or follower == "__migration__":
+        raise ValueError(f"invalid follower name {follower!r}")

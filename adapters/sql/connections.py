@@ -1,0 +1,277 @@
+"""Stored connections on SQLAlchemy 2 (async): asyncpg on PostgreSQL, aiosqlite on SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import ColumnElement, Select, func, insert, or_, select, text, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from adapters.sql.tables import connections, create_engine_for, metadata
+from application.ports.connection_repository import (
+    ConnectionPage,
+    ConnectionQuery,
+    ConnectionRepository,
+)
+from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
+from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound, Unavailable
+
+__all__ = ["SqlaConnectionRepository", "create_engine_for", "duplicate_connection"]
+
+_c = connections.c
+
+# SQLSTATE classes meaning the database cannot be used right now: connection exception,
+# invalid authorization, invalid catalog (database missing), insufficient resources,
+# operator intervention (shutdown, starting up), system error.
+_UNAVAILABLE_SQLSTATES = frozenset({"08", "28", "3D", "53", "57", "58"})
+
+DUPLICATE_CONFIG_NAME = (
+    "An entity of type connection with the same unique attributes already exists. Please use "
+    "different values to avoid conflicts and review the data provided in the request."
+)
+
+
+def duplicate_connection() -> Conflict:
+    return Conflict(DUPLICATE_CONFIG_NAME, code="FET-1002", title="Conflict")
+
+
+class SqlaConnectionRepository(ConnectionRepository):
+    """``ConnectionRepository`` on a SQL database. Soft-deleted rows are invisible to reads.
+
+    Build it on a shared engine (``create_engine_for``) or with ``from_url``, which owns its
+    engine; call ``create_schema()`` once at start and ``close()`` at the end.
+    """
+
+    def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
+        self._engine = engine
+        self._owns_engine = owns_engine
+
+    @classmethod
+    def from_url(cls, url: str | None, sqlite_path: Path) -> SqlaConnectionRepository:
+        return cls(create_engine_for(url, sqlite_path), owns_engine=True)
+
+    async def create_schema(self) -> None:
+        async with self._guard(), self._engine.begin() as conn:
+            await conn.run_sync(metadata.create_all, tables=[connections])
+
+    async def close(self) -> None:
+        if self._owns_engine:
+            await self._engine.dispose()
+
+    async def check(self) -> None:
+        async with self._guard(), self._engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def add(self, connection: Connection) -> None:
+        async with self._guard():
+            try:
+                async with self._engine.begin() as conn:
+                    await conn.execute(insert(connections).values(_to_row(connection)))
+            except sa_exc.IntegrityError as e:
+                raise duplicate_connection() from e
+
+    async def get(self, connection_id: UUID) -> Connection | None:
+        async with self._guard(), self._engine.connect() as conn:
+            row = (await conn.execute(_live().where(_c.id == connection_id))).first()
+        return _from_row(row._mapping) if row else None
+
+    async def by_config_names(self, names: Sequence[str]) -> dict[str, Connection]:
+        if not names:
+            return {}
+        stmt = _live().where(_c.config_name.in_(sorted(set(names))))
+        async with self._guard(), self._engine.connect() as conn:
+            rows = (await conn.execute(stmt)).all()
+        found = (_from_row(r._mapping) for r in rows)
+        return {c.config_name: c for c in found}
+
+    async def list(self, query: ConnectionQuery) -> ConnectionPage:
+        conditions = _filters(query)
+        order = (
+            (_c.created_at.desc(), _c.id.desc())
+            if query.descending
+            else (_c.created_at.asc(), _c.id.asc())
+        )
+        page = (
+            _live()
+            .where(*conditions)
+            .order_by(*order)
+            .limit(max(query.limit, 0))
+            .offset((max(query.page, 1) - 1) * max(query.limit, 0))
+        )
+        count = select(func.count()).select_from(connections).where(*conditions)
+        async with self._guard(), self._engine.connect() as conn:
+            total = (await conn.execute(count)).scalar_one()
+            rows = (await conn.execute(page)).all() if query.limit > 0 else []
+        return ConnectionPage(items=[_from_row(r._mapping) for r in rows], total=total)
+
+    async def soft_delete(self, connection_id: UUID, now: datetime) -> bool:
+        stmt = (
+            update(connections)
+            .where(_c.id == connection_id, _c.deleted_at.is_(None))
+            .values(deleted_at=now, updated_at=now, version=_c.version + 1)
+        )
+        async with self._guard(), self._engine.begin() as conn:
+            result = await conn.execute(stmt)
+        return bool(result.rowcount)
+
+    async def update(self, connection: Connection) -> Connection:
+        """Writes ``connection`` (all fields but ``created_at``) when the stored version is
+        ``connection.version - 1``. Raises ``EntityNotFound`` when there is no live connection
+        with its id, ``ConcurrencyConflict`` when another change came first and ``Conflict``
+        (FET-1002) when its config name is taken."""
+        if connection.updated_at is None:
+            raise ValueError("an updated connection needs updated_at")
+        values = _to_row(connection)
+        for key in ("id", "created_at", "deleted_at"):
+            values.pop(key)
+        stmt = (
+            update(connections)
+            .where(
+                _c.id == connection.id,
+                _c.deleted_at.is_(None),
+                _c.version == connection.version - 1,
+            )
+            .values(values)
+            .returning(*connections.c)
+        )
+        async with self._guard():
+            try:
+                async with self._engine.begin() as conn:
+                    row = (await conn.execute(stmt)).first()
+                    exists = (
+                        row is not None
+                        or (await conn.execute(_live().where(_c.id == connection.id))).first()
+                    )
+            except sa_exc.IntegrityError as e:
+                raise duplicate_connection() from e
+        if row is not None:
+            return _from_row(row._mapping)
+        if not exists:
+            raise EntityNotFound("connection")
+        raise ConcurrencyConflict(f"connection {connection.id} was changed by someone else")
+
+    async def assign_product(
+        self, connection_id: UUID, product: str, now: datetime
+    ) -> Connection | None:
+        """Gives an unowned live connection to ``product`` in one conditional update.
+        Returns None when the connection is missing, deleted or already owned."""
+        stmt = (
+            update(connections)
+            .where(
+                _c.id == connection_id,
+                _c.deleted_at.is_(None),
+                or_(_c.product_name == "", _c.product_name.is_(None)),
+            )
+            .values(product_name=product, updated_at=now, version=_c.version + 1)
+            .returning(*connections.c)
+        )
+        async with self._guard(), self._engine.begin() as conn:
+            row = (await conn.execute(stmt)).first()
+        return _from_row(row._mapping) if row else None
+
+    @asynccontextmanager
+    async def _guard(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except sa_exc.DBAPIError as e:
+            if (
+                isinstance(e, sa_exc.OperationalError | sa_exc.InterfaceError)
+                or e.connection_invalidated
+                or str(getattr(e.orig, "sqlstate", None) or "")[:2] in _UNAVAILABLE_SQLSTATES
+            ):
+                raise Unavailable() from e
+            raise
+        except (sa_exc.DisconnectionError, sa_exc.TimeoutError, OSError, TimeoutError) as e:
+            raise Unavailable() from e
+
+
+def _live() -> Select[Any]:
+    return select(connections).where(_c.deleted_at.is_(None))
+
+
+def _filters(query: ConnectionQuery) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [_c.deleted_at.is_(None)]
+    if query.product_name is not None:
+        conditions.append(_c.product_name == query.product_name)
+    if query.type:
+        conditions.append(_c.type == query.type.upper())
+    if query.created_from is not None:
+        conditions.append(_c.created_at >= query.created_from)
+    if query.created_to is not None:
+        conditions.append(_c.created_at <= query.created_to)
+    return conditions
+
+
+def _secret(prefix: str, secret: SealedSecret | None) -> dict[str, str | None]:
+    return {
+        f"{prefix}_ciphertext": secret.ciphertext if secret else None,
+        f"{prefix}_key_version": secret.key_version if secret else None,
+    }
+
+
+def _to_row(c: Connection) -> dict[str, Any]:
+    if c.created_at is None:
+        raise ValueError("a stored connection needs created_at")
+    ssl = c.ssl
+    return {
+        "id": c.id,
+        "product_name": c.product_name or "",
+        "config_name": c.config_name,
+        "type": c.type.value,
+        "host": c.host,
+        "port": c.port,
+        "database_name": c.database_name,
+        "schema": c.schema,
+        "user_name": c.user_name,
+        **_secret("password", c.password),
+        "ssl_mode": ssl.mode if ssl else None,
+        **_secret("ssl_ca", ssl.ca if ssl else None),
+        **_secret("ssl_cert", ssl.cert if ssl else None),
+        **_secret("ssl_key", ssl.key if ssl else None),
+        "metadata": dict(c.metadata),
+        "created_at": c.created_at,
+        "updated_at": c.updated_at or c.created_at,
+        "deleted_at": None,
+        "version": c.version,
+    }
+
+
+def _unseal(row: Mapping[Any, Any], prefix: str) -> SealedSecret | None:
+    ciphertext = row[f"{prefix}_ciphertext"]
+    if ciphertext is None:
+        return None
+    return SealedSecret(ciphertext=ciphertext, key_version=row[f"{prefix}_key_version"] or "")
+
+
+def _from_row(row: Mapping[Any, Any]) -> Connection:
+    ssl = None
+    if row["ssl_mode"] is not None:
+        ssl = SslSettings(
+            mode=row["ssl_mode"],
+            ca=_unseal(row, "ssl_ca"),
+            cert=_unseal(row, "ssl_cert"),
+            key=_unseal(row, "ssl_key"),
+        )
+    return Connection(
+        id=row["id"],
+        product_name=row["product_name"] or "",
+        config_name=row["config_name"],
+        type=DatabaseType(row["type"]),
+        host=row["host"],
+        port=row["port"],
+        database_name=row["database_name"],
+        user_name=row["user_name"],
+        password=_unseal(row, "password"),
+        schema=row["schema"],
+        ssl=ssl,
+        metadata=dict(row["metadata"] or {}),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        version=row["version"],
+    )

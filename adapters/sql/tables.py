@@ -1,0 +1,138 @@
+"""SQLAlchemy Core tables, and the engine factory shared by the SQL adapters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    Uuid,
+    event,
+    text,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+metadata = MetaData()
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every dialect.
+
+    Values are converted to UTC before they are written (naive ones are taken to be UTC);
+    SQLite stores them naive, so they are read back with UTC attached.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _secret_columns(prefix: str, *, nullable: bool = True) -> list[Column[Any]]:
+    return [
+        Column(f"{prefix}_ciphertext", Text, nullable=nullable),
+        Column(f"{prefix}_key_version", String(64), nullable=nullable),
+    ]
+
+
+_LIVE = text("deleted_at IS NULL")
+
+connections = Table(
+    "fetcher_connections",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("product_name", String(100), nullable=False, server_default=""),
+    Column("config_name", String(255), nullable=False),
+    Column("type", String(20), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("port", Integer, nullable=False),
+    Column("database_name", String(255), nullable=False),
+    Column("schema", String(255), nullable=True),
+    Column("user_name", String(255), nullable=False),
+    *_secret_columns("password"),
+    Column("ssl_mode", String(32), nullable=True),
+    *_secret_columns("ssl_ca"),
+    *_secret_columns("ssl_cert"),
+    *_secret_columns("ssl_key"),
+    Column("metadata", JSON, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("deleted_at", UtcDateTime, nullable=True),
+    Column("version", Integer, nullable=False, server_default="1"),
+    Index(
+        "uq_fetcher_connections_config_name_live",
+        "config_name",
+        unique=True,
+        postgresql_where=_LIVE,
+        sqlite_where=_LIVE,
+    ),
+    Index("ix_fetcher_connections_created_at", "created_at"),
+)
+
+
+def async_url(url: str | None, sqlite_path: Path) -> str:
+    """The SQLAlchemy async URL for a configured database URL (None: the SQLite file)."""
+    if url is None:
+        return f"sqlite+aiosqlite:///{sqlite_path}"
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    elif backend == "sqlite":
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    else:
+        raise ValueError(f"unsupported database URL scheme {backend!r}")
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_engine_for(
+    url: str | None, sqlite_path: Path, *, connect_timeout: float = 5.0, echo: bool = False
+) -> AsyncEngine:
+    """An async engine: asyncpg for ``postgresql://`` URLs, aiosqlite for SQLite files.
+
+    SQLite files get WAL journaling and a busy timeout, so readers and writers of other
+    connections (and of the event store's own threads) wait for each other instead of failing.
+    """
+    target = async_url(url, sqlite_path)
+    if target.startswith("sqlite"):
+        database = make_url(target).database
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(target, echo=echo)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(
+        target,
+        echo=echo,
+        pool_pre_ping=True,
+        connect_args={"timeout": connect_timeout},
+    )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
