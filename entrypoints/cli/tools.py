@@ -95,7 +95,7 @@ def _derive_key_command(
     return 0
 
 
-def _add_keys(subparsers: argparse._SubParsersAction) -> None:
+def _add_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     keys = subparsers.add_parser(
         "keys",
         help="derive the keys a consumer needs from the master key",
@@ -169,7 +169,11 @@ def _storage_keys(flag: str | None) -> list[bytes]:
 
 def _read_input(path: str) -> bytes:
     if path == "-":
-        return sys.stdin.buffer.read()
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is not None:
+            data: bytes = stream.read()
+            return data
+        return str(sys.stdin.read()).encode("utf-8")
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -246,7 +250,7 @@ def _seconds(text: str) -> int:
     return value
 
 
-def _add_event(subparsers: argparse._SubParsersAction) -> None:
+def _add_event(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     event = subparsers.add_parser("event", help="check published job events")
     actions = event.add_subparsers(dest="event_command", metavar="ACTION", required=True)
     verify = actions.add_parser(
@@ -284,7 +288,7 @@ def _event_hmac(path: str) -> str:
 
 
 def _decrypt_with_any(blob: bytes, storage_keys: Sequence[bytes]) -> bytes:
-    failure = ToolError("no storage key")
+    failure: Exception = ToolError("no storage key")
     for key in storage_keys:
         try:
             return decrypt_result(blob, key)
@@ -330,7 +334,7 @@ def _decrypt_result(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_result(subparsers: argparse._SubParsersAction) -> None:
+def _add_result(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     result = subparsers.add_parser("result", help="work with stored results")
     actions = result.add_subparsers(dest="result_command", metavar="ACTION", required=True)
     decrypt = actions.add_parser(
@@ -355,7 +359,7 @@ def _add_result(subparsers: argparse._SubParsersAction) -> None:
 # --- wiring -----------------------------------------------------------------------------------
 
 
-def add_tool_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_tool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``keys``, ``event`` and ``result``; each leaf sets ``func(args) -> exit code``."""
     _add_keys(subparsers)
     _add_event(subparsers)
