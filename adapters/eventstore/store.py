@@ -10,6 +10,7 @@ import asyncio
 import functools
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,11 +24,13 @@ from eventsourcing.persistence import (
     ConnectionPoolClosedError,
     DatetimeAsISO,
     InfrastructureFactory,
+    IntegrityError,
     InterfaceError,
     JSONTranscoder,
     Mapper,
     OperationalError,
     ProcessRecorder,
+    ProgrammingError,
     RecordConflictError,
     StoredEvent,
     Tracking,
@@ -175,16 +178,29 @@ class EventsourcingJobEventStore(JobEventStore):
             if self._recorder is None or self._mapper is None:
                 if self._sqlite_path is not None:
                     self._sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-                factory: InfrastructureFactory[Any] = InfrastructureFactory.construct(self._env)
-                try:
-                    _create_schema(factory, self._env.get("POSTGRES_SCHEMA"))
-                    self._recorder = factory.process_recorder()
-                except BaseException:
-                    factory.close()
-                    raise
+                factory = self._create_tables()
                 self._mapper = factory.mapper(transcoder=_transcoder())
                 self._factory = factory
             return self._recorder, self._mapper
+
+    def _create_tables(self) -> InfrastructureFactory[Any]:
+        """Creates the tables if missing. Processes starting together race on PostgreSQL's
+        ``CREATE TABLE IF NOT EXISTS`` (a unique violation in its catalog); the loser retries."""
+        for attempt in range(_CREATE_ATTEMPTS):
+            factory: InfrastructureFactory[Any] = InfrastructureFactory.construct(self._env)
+            try:
+                _create_schema(factory, self._env.get("POSTGRES_SCHEMA"))
+                self._recorder = factory.process_recorder()
+                return factory
+            except _CREATE_RACE:
+                factory.close()
+                if attempt == _CREATE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+            except BaseException:
+                factory.close()
+                raise
+        raise AssertionError("unreachable")
 
     async def _run(self, func: Callable[..., T], *args: Any) -> T:
         if self._closed:
@@ -296,6 +312,10 @@ class EventsourcingJobEventStore(JobEventStore):
             if self._factory is not None:
                 self._factory.close()
             self._factory = self._recorder = self._mapper = None
+
+
+_CREATE_ATTEMPTS = 5
+_CREATE_RACE: tuple[type[BaseException], ...] = (IntegrityError, ProgrammingError)
 
 
 def _create_schema(factory: InfrastructureFactory[Any], schema: str | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -57,8 +58,17 @@ class SqlaConnectionRepository(ConnectionRepository):
         return cls(create_engine_for(url, sqlite_path), owns_engine=True)
 
     async def create_schema(self) -> None:
-        async with self._guard(), self._engine.begin() as conn:
-            await conn.run_sync(metadata.create_all, tables=[connections])
+        """Creates the table if missing; processes starting together race on PostgreSQL's
+        ``CREATE ... IF NOT EXISTS`` (a unique violation in its catalog), so the loser retries."""
+        for attempt in range(5):
+            try:
+                async with self._guard(), self._engine.begin() as conn:
+                    await conn.run_sync(metadata.create_all, tables=[connections])
+                return
+            except (sa_exc.IntegrityError, sa_exc.ProgrammingError):
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.1 * (attempt + 1))
 
     async def close(self) -> None:
         if self._owns_engine:

@@ -28,4 +28,5 @@ def create_app(services: ApiServices) -> Litestar:
         cors_config=CORSConfig(),
         request_max_body_size=MAX_BODY_BYTES,
         signature_namespace={"ApiServices": ApiServices},
+        logging_config=None,
     )

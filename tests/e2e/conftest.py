@@ -1,0 +1,196 @@
+"""End-to-end fixtures: fetcher processes against real PostgreSQL, RabbitMQ and nanio."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.integration.conftest import require_listening
+
+ROOT = Path(__file__).resolve().parents[2]
+FETCHER = str(Path(sys.executable).parent / "fetcher")
+PG_ADMIN = os.environ.get("FETCHER_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+RABBIT = os.environ.get("FETCHER_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
+S3_ENDPOINT = os.environ.get("FETCHER_TEST_S3_ENDPOINT", "http://127.0.0.1:9100")
+S3_BUCKET = os.environ.get("FETCHER_TEST_S3_BUCKET", "fetcher-test")
+S3_ACCESS = os.environ.get("FETCHER_TEST_S3_ACCESS_KEY", "fetcher-test")
+S3_SECRET = os.environ.get("FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret")
+MASTER_KEY = base64.b64encode(bytes(range(100, 132))).decode()
+SOURCE_ROWS = 10_000
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.e2e)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def pg_url(database: str) -> str:
+    return PG_ADMIN.rsplit("/", 1)[0] + "/" + database
+
+
+async def create_database(name: str) -> None:
+    admin = await asyncpg.connect(PG_ADMIN)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+
+
+async def drop_database(name: str) -> None:
+    admin = await asyncpg.connect(PG_ADMIN)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def source_database(run_id: str) -> Iterator[str]:
+    """A database with a 10,000-row table of mixed column types."""
+    name = f"fetcher_e2e_src_{run_id}"
+    asyncio.run(_fill_source(name))
+    yield name
+    asyncio.run(drop_database(name))
+
+
+async def _fill_source(name: str) -> None:
+    await create_database(name)
+    conn = await asyncpg.connect(pg_url(name))
+    try:
+        await conn.execute(
+            """
+            CREATE TABLE accounts (
+                id bigint PRIMARY KEY, email text NOT NULL, amount numeric(18,2) NOT NULL,
+                created_at timestamptz NOT NULL, active boolean NOT NULL, note text, uid uuid
+            );
+            INSERT INTO accounts
+            SELECT g, 'user' || g || '@example.com', (g * 1.25)::numeric(18,2),
+                   timestamptz '2026-01-01 00:00:00+00' + g * interval '1 minute 0.5 second',
+                   g % 2 = 0, CASE WHEN g % 3 = 0 THEN NULL ELSE 'note "' || g || '" é' END,
+                   md5(g::text)::uuid
+            FROM generate_series(1, $1) g;
+            """.replace("$1", str(SOURCE_ROWS))
+        )
+    finally:
+        await conn.close()
+
+
+@dataclass
+class Processes:
+    env: dict[str, str]
+    logs: Path
+    api_url: str
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, role: str) -> None:
+        log = open(self.logs / f"{role}.log", "wb")
+        self.procs.append(
+            subprocess.Popen(
+                [FETCHER, role], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        )
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a fetcher process exited early:\n{self.tail()}")
+            try:
+                if httpx.get(f"{self.api_url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"fetcher did not become healthy:\n{self.tail()}")
+
+    def tail(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+            for p in self.logs.glob("*.log")
+        )
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FETCHER_", "RABBITMQ_", "OBJECT_STORAGE_", "APP_ENC"))
+    }
+    env.update(extra)
+    env["LOG_LEVEL"] = "INFO"
+    return env
+
+
+@pytest.fixture(scope="session")
+def production(run_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
+    """`fetcher api`, `fetcher worker` and `fetcher relay` as separate processes."""
+    require_listening(S3_ENDPOINT, "the S3 test server")
+    require_listening(RABBIT, "RabbitMQ")
+    require_listening(PG_ADMIN, "PostgreSQL")
+    store_db = f"fetcher_e2e_store_{run_id}"
+    asyncio.run(create_database(store_db))
+    port = free_port()
+    env = base_env(
+        APP_ENC_KEY=MASTER_KEY,
+        FETCHER_DATABASE_URL=pg_url(store_db),
+        FETCHER_DATA_DIR=str(tmp_path_factory.mktemp("prod-data")),
+        RABBITMQ_URL=RABBIT,
+        RABBITMQ_FETCHER_WORK_QUEUE=f"fetcher.e2e.{run_id}.queue",
+        RABBITMQ_JOB_EVENTS_EXCHANGE=f"fetcher.e2e.{run_id}.events",
+        STREAMING_CLOUDEVENTS_SOURCE="//lerian.fetcher/worker",
+        OBJECT_STORAGE_ENDPOINT=S3_ENDPOINT,
+        OBJECT_STORAGE_BUCKET=S3_BUCKET,
+        OBJECT_STORAGE_KEY_PREFIX=f"e2e-{run_id}/",
+        OBJECT_STORAGE_ACCESS_KEY_ID=S3_ACCESS,
+        OBJECT_STORAGE_SECRET_KEY=S3_SECRET,
+        OBJECT_STORAGE_USE_PATH_STYLE="true",
+        SERVER_ADDRESS=f"127.0.0.1:{port}",
+    )
+    processes = Processes(
+        env=env, logs=tmp_path_factory.mktemp("prod-logs"), api_url=f"http://127.0.0.1:{port}"
+    )
+    for role in ("api", "worker", "relay"):
+        processes.start(role)
+    try:
+        processes.wait_healthy()
+        yield processes
+    finally:
+        processes.stop()
+        asyncio.run(drop_database(store_db))

@@ -1,0 +1,222 @@
+"""One job end to end: HTTP in, signed CloudEvent out, sealed result in object storage."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import aio_pika
+import asyncpg
+import httpx
+import pytest
+
+from adapters.crypto.sealing import open_result
+from adapters.crypto.signing import HmacMessageSigner
+from adapters.storage.s3 import S3ResultStorage, S3Settings
+from application.errors import StorageError
+from tests.e2e.conftest import (
+    FETCHER,
+    MASTER_KEY,
+    RABBIT,
+    S3_ACCESS,
+    S3_BUCKET,
+    S3_ENDPOINT,
+    S3_SECRET,
+    SOURCE_ROWS,
+    Processes,
+    base_env,
+    pg_url,
+)
+
+PRODUCT = "payments"
+
+
+def derived_key(kind: str) -> bytes:
+    """What a consumer does: ask the CLI for one derived key, never keep the master key."""
+    out = subprocess.run(
+        [FETCHER, "keys", kind],
+        env=base_env(APP_ENC_KEY=MASTER_KEY),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return bytes.fromhex(out.rsplit(" ", 1)[1])
+
+
+def register(api: str, source_db: str, name: str) -> None:
+    response = httpx.post(
+        f"{api}/v1/management/connections",
+        headers={"X-Product-Name": PRODUCT},
+        json={
+            "configName": name,
+            "type": "POSTGRESQL",
+            "host": "127.0.0.1",
+            "port": 5432,
+            "databaseName": source_db,
+            "userName": "postgres",
+            "password": "p@ss w:rd/?#",
+        },
+    )
+    assert response.status_code == 201, response.text
+    assert "p@ss" not in response.text
+
+
+def submit(api: str, mapped: dict[str, Any], tag: str) -> str:
+    response = httpx.post(
+        f"{api}/v1/fetcher",
+        json={"dataRequest": {"mappedFields": mapped}, "metadata": {"source": PRODUCT, "tag": tag}},
+    )
+    assert response.status_code == 202, response.text
+    return str(response.json()["jobId"])
+
+
+async def next_event(
+    queue: aio_pika.abc.AbstractQueue, job_id: str, processes: Processes, timeout: float = 60.0
+):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = await queue.get(fail=False)
+        if message is None:
+            await asyncio.sleep(0.1)
+            continue
+        await message.ack()
+        if json.loads(message.body)["jobId"] == job_id:
+            return message
+    raise AssertionError(f"no event for job {job_id} within {timeout}s:\n{processes.tail()}")
+
+
+async def expected_rows(source_db: str) -> list[dict[str, Any]]:
+    conn = await asyncpg.connect(pg_url(source_db))
+    try:
+        rows = await conn.fetch("SELECT * FROM accounts ORDER BY id")
+    finally:
+        await conn.close()
+    return [dict(r) for r in rows]
+
+
+def same_row(got: dict[str, Any], want: dict[str, Any]) -> bool:
+    return (
+        got["id"] == want["id"]
+        and got["email"] == want["email"]
+        and Decimal(got["amount"]) == want["amount"]
+        and got["amount"] == str(want["amount"])
+        and got["created_at"].endswith("Z")
+        and datetime.fromisoformat(got["created_at"]) == want["created_at"].astimezone(UTC)
+        and got["active"] is want["active"]
+        and got["note"] == want["note"]
+        and got["uid"] == str(want["uid"])
+    )
+
+
+@pytest.fixture
+async def events_queue(production: Processes):
+    connection = await aio_pika.connect(RABBIT)
+    channel = await connection.channel()
+    exchange = await channel.get_exchange(production.env["RABBITMQ_JOB_EVENTS_EXCHANGE"])
+    queue = await channel.declare_queue(exclusive=True)
+    await queue.bind(exchange, routing_key="job.*")
+    yield queue
+    await connection.close()
+
+
+@pytest.fixture
+async def storage():
+    s3 = await S3ResultStorage.open(
+        S3Settings(
+            bucket=S3_BUCKET,
+            endpoint_url=S3_ENDPOINT,
+            access_key_id=S3_ACCESS,
+            secret_access_key=S3_SECRET,
+            use_path_style=True,
+        )
+    )
+    yield s3
+    await s3.close()
+
+
+async def test_job_over_ten_thousand_rows_completes_with_verifiable_event_and_result(
+    production: Processes, source_database: str, events_queue, storage
+):
+    api = production.api_url
+    register(api, source_database, "e2e_pg")
+    job_id = submit(api, {"e2e_pg": {"public.accounts": ["*"]}}, "full")
+
+    message = await next_event(events_queue, job_id, production)
+    assert message.routing_key == "job.completed"
+    headers = {k: v for k, v in message.headers.items()}
+    assert headers["ce-id"] == f"fetcher.job.completed.{job_id}"
+    assert headers["ce-type"] == "studio.lerian.job.completed"
+    assert headers["ce-source"] == "//lerian.fetcher/worker"
+    assert headers["ce-tenantid"] == "single-tenant"
+    external = derived_key("external-hmac")
+    HmacMessageSigner([external]).verify(
+        headers=headers,
+        exchange=message.exchange,
+        routing_key=message.routing_key,
+        body=message.body,
+        now=int(time.time()),
+        max_age=300,
+    )
+    body = json.loads(message.body)
+    assert body["status"] == "completed" and body["metadata"] == {"source": PRODUCT, "tag": "full"}
+    result = body["result"]
+    assert result["path"] == f"external-data/{job_id}.json"
+    assert result["rowCount"] == SOURCE_ROWS
+
+    blob = await storage.read(production.env["OBJECT_STORAGE_KEY_PREFIX"] + result["path"])
+    plaintext = open_result(blob, derived_key("storage"), external, result["hmac"])
+    assert len(plaintext) == result["sizeBytes"]
+    rows = sorted(json.loads(plaintext)["e2e_pg"]["accounts"], key=lambda r: r["id"])
+    want = await expected_rows(source_database)
+    assert len(rows) == len(want) == SOURCE_ROWS
+    mismatches = [(g, w) for g, w in zip(rows, want, strict=True) if not same_row(g, w)]
+    assert mismatches == [], mismatches[:2]
+
+    job = httpx.get(f"{api}/v1/fetcher/{job_id}").json()
+    assert job["status"] == "completed" and job["resultHmac"] == result["hmac"]
+    history = httpx.get(f"{api}/v1/fetcher/{job_id}/events").json()["events"]
+    assert [e["type"] for e in history] == ["Requested", "Claimed", "ResultStored", "Completed"]
+
+
+async def test_job_on_missing_table_fails_with_reference_message_and_stores_nothing(
+    production: Processes, source_database: str, events_queue, storage
+):
+    api = production.api_url
+    register(api, source_database, "e2e_pg_missing")
+    job_id = submit(api, {"e2e_pg_missing": {"no_such_table": ["id"]}}, "missing")
+    message = await next_event(events_queue, job_id, production)
+    assert message.routing_key == "job.failed"
+    body = json.loads(message.body)
+    assert body["status"] == "failed" and "result" not in body
+    assert body["metadata"]["error"]["message"].startswith(
+        "engine extraction: engine: [validation] extraction request failed schema validation"
+    )
+    with pytest.raises(StorageError):
+        await storage.read(
+            production.env["OBJECT_STORAGE_KEY_PREFIX"] + f"external-data/{job_id}.json"
+        )
+    job = httpx.get(f"{api}/v1/fetcher/{job_id}").json()
+    assert job["status"] == "failed" and "resultPath" not in job
+    assert job["metadata"]["error"] == body["metadata"]["error"]["message"]
+
+
+async def test_twenty_concurrent_identical_requests_create_one_job(
+    production: Processes, source_database: str
+):
+    api = production.api_url
+    register(api, source_database, "e2e_pg_dedup")
+    payload = {
+        "dataRequest": {"mappedFields": {"e2e_pg_dedup": {"accounts": ["id"]}}},
+        "metadata": {"source": PRODUCT, "tag": "dedup"},
+    }
+    async with httpx.AsyncClient(base_url=api, timeout=30) as client:
+        responses = await asyncio.gather(
+            *(client.post("/v1/fetcher", json=payload) for _ in range(20))
+        )
+    assert sorted(r.status_code for r in responses) == [200] * 19 + [202]
+    assert len({r.json()["jobId"] for r in responses}) == 1
