@@ -21,6 +21,7 @@ from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
 from adapters.sql.connections import SqlaConnectionRepository, create_engine_for
+from adapters.sql.job_index import SqlaJobIndex
 from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.commands.manage_connections import RegisterConnection, RemoveConnection
@@ -29,6 +30,7 @@ from application.commands.run_job import RunJob, RunLimits
 from application.connections import ConnectionDirectory, EndpointFactory
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
+from application.ports.job_index import JobIndex
 from application.ports.messaging import JobEventPublisher, WorkQueue
 from application.ports.result_storage import ResultStorage
 from application.queries.connections import GetConnection, ListConnections
@@ -76,6 +78,7 @@ class Core:
     directory: ConnectionDirectory
     endpoints: EndpointFactory
     reader: DatasourceReader
+    index: JobIndex
     clock: SystemClock = field(default_factory=SystemClock)
     ids: Uuid7Generator = field(default_factory=Uuid7Generator)
 
@@ -134,6 +137,8 @@ async def open_core(settings: Settings) -> AsyncIterator[Core]:
         await store.open()
         repository = SqlaConnectionRepository(engine)
         await repository.create_schema()
+        index = SqlaJobIndex(engine)
+        await index.create_schema()
         cipher = AesGcmCredentialCipher(ring)
         yield Core(
             settings=settings,
@@ -142,6 +147,7 @@ async def open_core(settings: Settings) -> AsyncIterator[Core]:
             directory=ConnectionDirectory(repository),
             endpoints=EndpointFactory(cipher),
             reader=EngineRegistry({DatabaseType.POSTGRESQL: PostgresReader()}),
+            index=index,
         )
     finally:
         await store.close()

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
+from datetime import timedelta
 from typing import Any
 
 import uvicorn
@@ -18,8 +19,9 @@ from application.commands.run_job import RunJob, RunOutcome
 from application.policies import dispatch_work, emit_events
 from application.policies.dispatch_work import DispatchWork
 from application.policies.emit_events import EmitJobEvents
-from application.policies.follower import LogFollower
-from application.ports.messaging import WorkOrder
+from application.policies.follower import LogFollower, PeriodicTask, ProjectionFollower
+from application.policies.reap_jobs import ReapJobs
+from application.ports.messaging import JobEventPublisher, WorkOrder, WorkQueue
 from entrypoints.bootstrap import (
     Core,
     open_core,
@@ -32,6 +34,8 @@ from entrypoints.http.app import create_app
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
+
+_Runnable = LogFollower | ProjectionFollower | PeriodicTask
 
 _OUTCOMES = {RunOutcome.DONE: Outcome.DONE, RunOutcome.RETRY: Outcome.RETRY}
 
@@ -99,14 +103,32 @@ async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
         raise SettingsError(f"could not listen on {server.config.host}:{server.config.port}")
 
 
-def _followers(core: Core, queue: Any, publisher: Any) -> tuple[LogFollower, LogFollower]:
-    dispatcher = LogFollower(
-        dispatch_work.FOLLOWER_NAME, core.store, DispatchWork(core.store, queue)
-    )
-    emitter = LogFollower(
-        emit_events.FOLLOWER_NAME, core.store, EmitJobEvents(core.store, publisher)
-    )
-    return dispatcher, emitter
+def _followers(core: Core, queue: WorkQueue, publisher: JobEventPublisher) -> list[_Runnable]:
+    """The log followers and the reaper (run by ``relay``, or by ``serve`` on its own)."""
+    return [
+        LogFollower(
+            name=dispatch_work.FOLLOWER_NAME,
+            store=core.store,
+            handle=DispatchWork(core.store, queue, core.clock),
+        ),
+        LogFollower(
+            name=emit_events.FOLLOWER_NAME,
+            store=core.store,
+            handle=EmitJobEvents(core.store, publisher),
+        ),
+        ProjectionFollower(name="projection", store=core.store, index=core.index),
+        PeriodicTask(
+            name="reaper",
+            poll_interval=30.0,
+            action=ReapJobs(
+                core.store,
+                core.index,
+                queue,
+                core.clock,
+                pending_timeout=timedelta(seconds=core.settings.engine.pending_timeout_seconds),
+            ),
+        ),
+    ]
 
 
 async def serve(settings: Settings) -> None:
@@ -119,7 +141,8 @@ async def serve(settings: Settings) -> None:
         open_work_queue(core) as queue,
         open_event_publisher(core) as publisher,
     ):
-        dispatcher, emitter = _followers(core, queue, publisher)
+        followers = _followers(core, queue, publisher)
+        dispatcher, emitter = followers[0], followers[1]
         handler = _handler(core.run_job(storage), emitter.wake.set)
         consumer: Any
         if isinstance(queue, InProcessWorkQueue):
@@ -150,8 +173,7 @@ async def serve(settings: Settings) -> None:
             await _until_stopped(
                 stop,
                 _serve_http(server, stop),
-                dispatcher.run(stop),
-                emitter.run(stop),
+                *(follower.run(stop) for follower in followers),
                 consumer.run(),
             )
         finally:
@@ -202,8 +224,8 @@ async def relay(settings: Settings) -> None:
         open_work_queue(core) as queue,
         open_event_publisher(core) as publisher,
     ):
-        dispatcher, emitter = _followers(core, queue, publisher)
-        for follower in (dispatcher, emitter):
+        followers = _followers(core, queue, publisher)
+        for follower in followers[:3]:
             follower.poll_interval = 0.2
         log.info("fetcher relay following the event log")
-        await _until_stopped(stop, dispatcher.run(stop), emitter.run(stop))
+        await _until_stopped(stop, *(follower.run(stop) for follower in followers))

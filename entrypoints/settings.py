@@ -139,6 +139,7 @@ class EngineSettings:
     max_result_bytes: int
     timeout_seconds: float
     parallelism: int
+    pending_timeout_seconds: int
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EngineSettings:
@@ -157,6 +158,7 @@ class EngineSettings:
             max_result_bytes=max_bytes,
             timeout_seconds=float(_int(env, "ENGINE_TIMEOUT_SECONDS", 300)),
             parallelism=4,
+            pending_timeout_seconds=_int(env, "FETCHER_PENDING_TIMEOUT_SECONDS", 3600),
         )
 
 

@@ -2,29 +2,50 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
+from application.errors import PublishFailed
 from application.policies.messages import work_order_body
+from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.messaging import WorkOrder, WorkQueue
 from domain import job as jobs
+from domain.errors import ConcurrencyConflict, InvalidTransition
 from domain.job import JobRequested
 
 FOLLOWER_NAME = "dispatcher"
+DISPATCH_FAILED = "process failed: unable to publish"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class DispatchWork:
+    """Publishes the work order; a publish that keeps failing is retried by the follower until
+    ``deadline`` after the request, then the job fails (and ``job.failed`` is emitted)."""
+
     store: JobEventStore
     queue: WorkQueue
+    clock: Clock
+    deadline: timedelta = timedelta(minutes=10)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
         if not isinstance(event, JobRequested):
             return
-        job = jobs.fold([event])
-        assert job is not None
-        current = jobs.fold(await self.store.job_events(job.id))
-        if current is not None and current.is_terminal:
+        job = jobs.fold(await self.store.job_events(event.originator_id))
+        if job is None or job.is_terminal or job.version > 1:
             return
-        await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
+        try:
+            await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
+        except PublishFailed:
+            now = self.clock.now()
+            if now - job.created_at < self.deadline:
+                raise
+            log.warning("job %s could not be dispatched before its deadline", job.id)
+            try:
+                await self.store.append([jobs.fail(job, DISPATCH_FAILED, now)])
+            except (ConcurrencyConflict, InvalidTransition):
+                return

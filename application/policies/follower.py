@@ -1,43 +1,32 @@
-"""Following the event store's notification log (the outbox) with a tracked position."""
+"""Following the event store's notification log (the outbox) from a tracked position."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from application.ports.job_event_store import JobEventStore, LoggedEvent
+from application.ports.job_index import JobIndex
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[LoggedEvent], Awaitable[None]]
 
 
-@dataclass(slots=True)
-class LogFollower:
-    """Hands every logged event, in order, to ``handle``, then records the position.
-
-    The position is recorded after the effect, so an effect may repeat after a crash (at
-    least once) but is never skipped: a failing event is retried with bounded backoff until it
-    succeeds, and events the handler ignores still advance the position.
-    """
+@dataclass(slots=True, kw_only=True)
+class _Loop:
+    """Runs ``run_once`` until stopped: at once while there is work, else every
+    ``poll_interval`` seconds or when woken; failures back off up to ``max_backoff``."""
 
     name: str
-    store: JobEventStore
-    handle: Handler
-    batch: int = 100
     poll_interval: float = 0.5
     max_backoff: float = 30.0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run_once(self) -> int:
-        position = await self.store.position(self.name)
-        logged = await self.store.read_log(position, self.batch)
-        for item in logged:
-            await self.handle(item)
-            await self.store.advance(self.name, item.notification_id)
-        return len(logged)
+        raise NotImplementedError
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = self.poll_interval
@@ -47,13 +36,63 @@ class LogFollower:
                 backoff = self.poll_interval
             except Exception as error:
                 log.warning("%s: will retry in %.1fs after: %s", self.name, backoff, error)
-                handled = 0
                 await _sleep_or(stop, backoff)
                 backoff = min(backoff * 2, self.max_backoff)
                 continue
             if handled == 0:
                 self.wake.clear()
                 await _sleep_or(stop, self.poll_interval, self.wake)
+
+
+@dataclass(slots=True, kw_only=True)
+class LogFollower(_Loop):
+    """Hands every logged event, in order, to ``handle``, then records the position in the
+    event store's tracking table.
+
+    The position is recorded after the effect, so an effect may repeat after a crash (at
+    least once) but is never skipped: a failing event is retried with bounded backoff until it
+    succeeds, and events the handler ignores still advance the position.
+    """
+
+    store: JobEventStore
+    handle: Handler
+    batch: int = 100
+
+    async def run_once(self) -> int:
+        position = await self.store.position(self.name)
+        logged = await self.store.read_log(position, self.batch)
+        for item in logged:
+            await self.handle(item)
+            await self.store.advance(self.name, item.notification_id)
+        return len(logged)
+
+
+@dataclass(slots=True, kw_only=True)
+class ProjectionFollower(_Loop):
+    """Feeds batches of the log to the job projection, which records its own position in the
+    same transaction as its rows (exactly once)."""
+
+    store: JobEventStore
+    index: JobIndex
+    batch: int = 500
+
+    async def run_once(self) -> int:
+        logged: Sequence[LoggedEvent] = await self.store.read_log(
+            await self.index.position(), self.batch
+        )
+        await self.index.project(logged)
+        return len(logged)
+
+
+@dataclass(slots=True, kw_only=True)
+class PeriodicTask(_Loop):
+    """Calls ``action`` every ``poll_interval`` seconds (it reports how much it did)."""
+
+    action: Callable[[], Awaitable[int]]
+
+    async def run_once(self) -> int:
+        await self.action()
+        return 0
 
 
 async def _sleep_or(stop: asyncio.Event, seconds: float, wake: asyncio.Event | None = None) -> None:

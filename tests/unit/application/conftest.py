@@ -122,6 +122,8 @@ def app() -> App:
             RunLimits(retry_backoff=0.0),
         ),
         register=RegisterConnection(repository, cipher, clock, ids),
-        dispatcher=LogFollower("dispatcher", store, DispatchWork(store, queue)),
-        emitter=LogFollower("emitter", store, EmitJobEvents(store, publisher)),
+        dispatcher=LogFollower(
+            name="dispatcher", store=store, handle=DispatchWork(store, queue, clock)
+        ),
+        emitter=LogFollower(name="emitter", store=store, handle=EmitJobEvents(store, publisher)),
     )

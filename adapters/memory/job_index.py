@@ -1,0 +1,59 @@
+"""In-memory twin of the job projection."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from application.job_summaries import summarise
+from application.ports.job_event_store import LoggedEvent
+from application.ports.job_index import JobIndex, JobSummary
+from domain.errors import Unavailable
+
+
+class InMemoryJobIndex(JobIndex):
+    def __init__(self) -> None:
+        self.jobs: dict[object, JobSummary] = {}
+        self._position = 0
+        self.unavailable = False
+
+    def _check(self) -> None:
+        if self.unavailable:
+            raise Unavailable("simulated job index outage")
+
+    async def project(self, logged: Sequence[LoggedEvent]) -> None:
+        self._check()
+        for item in logged:
+            if item.notification_id <= self._position:
+                continue
+            job_id = item.event.originator_id
+            summary = summarise(self.jobs.get(job_id), item.event)
+            if summary is not None:
+                self.jobs[job_id] = summary
+            self._position = item.notification_id
+
+    async def position(self) -> int:
+        self._check()
+        return self._position
+
+    async def is_connection_in_use(self, config_name: str) -> bool:
+        self._check()
+        return any(
+            s.status in ("pending", "processing") and config_name in s.datasources
+            for s in self.jobs.values()
+        )
+
+    async def stalled(
+        self, *, now: datetime, pending_before: datetime, limit: int = 100
+    ) -> list[JobSummary]:
+        self._check()
+        found = [
+            s
+            for s in sorted(self.jobs.values(), key=lambda s: s.created_at)
+            if (s.status == "pending" and s.created_at < pending_before)
+            or (s.status == "processing" and s.lease_until is not None and s.lease_until <= now)
+        ]
+        return found[:limit]
+
+    async def check(self) -> None:
+        self._check()

@@ -1,0 +1,199 @@
+"""The job projection in SQL (PostgreSQL or SQLite), its position kept in the same transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Uuid,
+    and_,
+    delete,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from adapters.sql.tables import UtcDateTime
+from application.job_summaries import summarise
+from application.ports.job_event_store import LoggedEvent
+from application.ports.job_index import JobIndex, JobSummary
+from domain.errors import Unavailable
+
+PROJECTION = "job_index"
+
+_metadata = MetaData()
+
+jobs = Table(
+    "fetcher_job_index",
+    _metadata,
+    Column("job_id", Uuid, primary_key=True),
+    Column("status", String(16), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("lease_until", UtcDateTime, nullable=True),
+    Column("attempts", Integer, nullable=False),
+    Index("ix_fetcher_job_index_status", "status", "created_at"),
+)
+
+job_datasources = Table(
+    "fetcher_job_datasources",
+    _metadata,
+    Column("job_id", Uuid, primary_key=True),
+    Column("config_name", String(200), primary_key=True),
+    Index("ix_fetcher_job_datasources_name", "config_name"),
+)
+
+positions = Table(
+    "fetcher_projection_positions",
+    _metadata,
+    Column("name", String(64), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+)
+
+ACTIVE = ("pending", "processing")
+
+
+class SqlaJobIndex(JobIndex):
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def create_schema(self) -> None:
+        for attempt in range(5):
+            try:
+                async with self._engine.begin() as conn:
+                    await conn.run_sync(_metadata.create_all)
+                return
+            except (sa_exc.IntegrityError, sa_exc.ProgrammingError):
+                if attempt == 4:
+                    raise
+
+    async def project(self, logged: Sequence[LoggedEvent]) -> None:
+        if not logged:
+            return
+        try:
+            async with self._engine.begin() as conn:
+                current = await self._locked_position(conn)
+                fresh = [item for item in logged if item.notification_id > current]
+                if not fresh:
+                    return
+                await self._apply(conn, fresh)
+                await conn.execute(
+                    update(positions)
+                    .where(positions.c.name == PROJECTION)
+                    .values(position=fresh[-1].notification_id)
+                )
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+
+    async def _locked_position(self, conn: AsyncConnection) -> int:
+        query = select(positions.c.position).where(positions.c.name == PROJECTION)
+        if conn.dialect.name == "postgresql":
+            query = query.with_for_update()
+        value = (await conn.execute(query)).scalar()
+        if value is None:
+            await conn.execute(insert(positions).values(name=PROJECTION, position=0))
+            return 0
+        return int(value)
+
+    async def _apply(self, conn: AsyncConnection, logged: Sequence[LoggedEvent]) -> None:
+        ids = {item.event.originator_id for item in logged}
+        rows = (await conn.execute(select(jobs).where(jobs.c.job_id.in_(ids)))).all()
+        known: dict[Any, JobSummary] = {row.job_id: await _summary(conn, row) for row in rows}
+        before = dict(known)
+        for item in logged:
+            job_id = item.event.originator_id
+            summary = summarise(known.get(job_id), item.event)
+            if summary is not None:
+                known[job_id] = summary
+        for job_id, summary in known.items():
+            values = {
+                "status": summary.status,
+                "created_at": summary.created_at,
+                "lease_until": summary.lease_until,
+                "attempts": summary.attempts,
+            }
+            if job_id not in before:
+                await conn.execute(insert(jobs).values(job_id=job_id, **values))
+                await conn.execute(
+                    delete(job_datasources).where(job_datasources.c.job_id == job_id)
+                )
+                if summary.datasources:
+                    await conn.execute(
+                        insert(job_datasources),
+                        [{"job_id": job_id, "config_name": n} for n in summary.datasources],
+                    )
+            elif before[job_id] != summary:
+                await conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
+
+    async def position(self) -> int:
+        try:
+            async with self._engine.connect() as conn:
+                value = (
+                    await conn.execute(
+                        select(positions.c.position).where(positions.c.name == PROJECTION)
+                    )
+                ).scalar()
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+        return int(value or 0)
+
+    async def is_connection_in_use(self, config_name: str) -> bool:
+        query = (
+            select(jobs.c.job_id)
+            .join(job_datasources, job_datasources.c.job_id == jobs.c.job_id)
+            .where(job_datasources.c.config_name == config_name, jobs.c.status.in_(ACTIVE))
+            .limit(1)
+        )
+        try:
+            async with self._engine.connect() as conn:
+                return (await conn.execute(query)).first() is not None
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+
+    async def stalled(
+        self, *, now: datetime, pending_before: datetime, limit: int = 100
+    ) -> list[JobSummary]:
+        query = (
+            select(jobs)
+            .where(
+                or_(
+                    and_(jobs.c.status == "pending", jobs.c.created_at < pending_before),
+                    and_(jobs.c.status == "processing", jobs.c.lease_until <= now),
+                )
+            )
+            .order_by(jobs.c.created_at)
+            .limit(limit)
+        )
+        try:
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+                return [await _summary(conn, row) for row in rows]
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+
+    async def check(self) -> None:
+        await self.position()
+
+
+async def _summary(conn: AsyncConnection, row: Any) -> JobSummary:
+    names = (
+        await conn.execute(
+            select(job_datasources.c.config_name)
+            .where(job_datasources.c.job_id == row.job_id)
+            .order_by(job_datasources.c.config_name)
+        )
+    ).scalars()
+    return JobSummary(
+        row.job_id, row.status, tuple(names), row.created_at, row.lease_until, row.attempts
+    )

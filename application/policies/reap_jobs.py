@@ -1,0 +1,71 @@
+"""The reaper: no job stays pending or processing forever.
+
+- A processing job whose worker's lease ran out is dispatched again, so another worker can
+  reclaim it; after ``max_attempts`` claims it fails instead.
+- A pending job nobody claimed within ``pending_timeout`` fails.
+Both failures produce ``job.failed`` through the emitter like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from application.policies.messages import work_order_body
+from application.ports.clock import Clock
+from application.ports.job_event_store import JobEventStore
+from application.ports.job_index import JobIndex
+from application.ports.messaging import WorkOrder, WorkQueue
+from domain import job as jobs
+from domain.errors import ConcurrencyConflict, InvalidTransition
+from domain.job import Phase
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ReapJobs:
+    store: JobEventStore
+    index: JobIndex
+    queue: WorkQueue
+    clock: Clock
+    pending_timeout: timedelta = timedelta(hours=1)
+    max_attempts: int = 3
+    redispatch_every: timedelta = timedelta(minutes=5)
+    _redispatched: dict[UUID, datetime] = field(default_factory=dict)
+
+    async def __call__(self) -> int:
+        now = self.clock.now()
+        acted = 0
+        for summary in await self.index.stalled(now=now, pending_before=now - self.pending_timeout):
+            job = jobs.fold(await self.store.job_events(summary.job_id))
+            if job is None or job.is_terminal:
+                continue
+            try:
+                if job.phase is Phase.REQUESTED:
+                    minutes = int(self.pending_timeout.total_seconds() // 60)
+                    await self._fail(job, f"job was not picked up within {minutes} minutes", now)
+                elif job.lease_expired(now) and job.attempts >= self.max_attempts:
+                    await self._fail(
+                        job, f"job abandoned: its worker stopped after {job.attempts} attempts", now
+                    )
+                elif job.lease_expired(now) and self._due(job.id, now):
+                    await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
+                    self._redispatched[job.id] = now
+                    log.info("job %s: lease expired, dispatched again", job.id)
+                else:
+                    continue
+                acted += 1
+            except (ConcurrencyConflict, InvalidTransition):
+                continue
+        return acted
+
+    def _due(self, job_id: UUID, now: datetime) -> bool:
+        last = self._redispatched.get(job_id)
+        return last is None or now - last >= self.redispatch_every
+
+    async def _fail(self, job: jobs.Job, message: str, now: datetime) -> None:
+        await self.store.append([jobs.fail(job, message, now)])
+        log.info("job %s failed by the reaper: %s", job.id, message)

@@ -1,0 +1,142 @@
+"""The JobIndex port's contract, for the in-memory twin, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from adapters.memory.job_index import InMemoryJobIndex
+from adapters.sql.job_index import SqlaJobIndex
+from adapters.sql.tables import create_engine_for
+from application.ports.job_event_store import LoggedEvent
+from application.ports.job_index import JobIndex
+from domain import job as jobs
+from domain.request import ExtractionRequest
+
+PG_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
+T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+LEASE = timedelta(minutes=10)
+
+
+def _request(names: list[str]) -> ExtractionRequest:
+    return ExtractionRequest.create({n: {"t": ["a"]} for n in names}, None, {"source": "p"})
+
+
+class Log:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, *events: object) -> list[LoggedEvent]:
+        out = []
+        for event in events:
+            self.n += 1
+            out.append(LoggedEvent(self.n, event))  # type: ignore[arg-type]
+        return out
+
+
+class JobIndexContract:
+    async def test_starts_empty_at_position_zero(self, index: JobIndex) -> None:
+        assert await index.position() == 0
+        assert not await index.is_connection_in_use("x")
+
+    async def test_requested_job_uses_its_datasources_until_it_ends(self, index: JobIndex) -> None:
+        log = Log()
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha", "beta"]), T0)
+        await index.project(log(requested))
+        assert await index.position() == 1
+        assert await index.is_connection_in_use("alpha")
+        assert await index.is_connection_in_use("beta")
+        job = jobs.fold([requested])
+        claimed = jobs.claim(job, "w", T0, LEASE)
+        await index.project(log(claimed))
+        assert await index.is_connection_in_use("alpha")
+        failed = jobs.fail(jobs.fold([claimed], job), "x", T0, "w")
+        await index.project(log(failed))
+        assert not await index.is_connection_in_use("alpha")
+        assert await index.position() == 3
+
+    async def test_replayed_batches_change_nothing(self, index: JobIndex) -> None:
+        log = Log()
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        batch = log(requested)
+        await index.project(batch)
+        failed = jobs.fail(jobs.fold([requested]), "x", T0)
+        second = log(failed)
+        await index.project(second)
+        await index.project(batch)  # an old batch again: ignored
+        assert not await index.is_connection_in_use("alpha")
+        assert await index.position() == 2
+
+    async def test_stalled_lists_old_pending_and_expired_leases(self, index: JobIndex) -> None:
+        log = Log()
+        old = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0)
+        young = jobs.request_job(uuid.uuid4(), _request(["a2"]), T0 + timedelta(hours=2))
+        busy = jobs.request_job(uuid.uuid4(), _request(["a3"]), T0)
+        claim = jobs.claim(jobs.fold([busy]), "w", T0, LEASE)
+        await index.project(log(old, young, busy, claim))
+        now = T0 + timedelta(hours=2, minutes=30)
+        stalled = await index.stalled(now=now, pending_before=now - timedelta(hours=1))
+        assert {s.job_id for s in stalled} == {old.originator_id, busy.originator_id}
+        by_id = {s.job_id: s for s in stalled}
+        assert by_id[busy.originator_id].status == "processing"
+        assert by_id[busy.originator_id].lease_until == T0 + LEASE
+        assert by_id[busy.originator_id].attempts == 1
+        assert by_id[old.originator_id].datasources == ("a1",)
+        early = await index.stalled(now=T0 + timedelta(minutes=5), pending_before=T0)
+        assert early == []
+
+
+class TestInMemoryJobIndex(JobIndexContract):
+    @pytest.fixture
+    async def index(self) -> AsyncIterator[JobIndex]:
+        yield InMemoryJobIndex()
+
+
+class TestSqliteJobIndex(JobIndexContract):
+    @pytest.fixture
+    async def index(self, tmp_path: Path) -> AsyncIterator[JobIndex]:
+        engine = create_engine_for(None, tmp_path / "index.db")
+        index = SqlaJobIndex(engine)
+        await index.create_schema()
+        await index.create_schema()
+        yield index
+        await engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def pg_index_database() -> Iterator[str]:
+    name = f"fetcher_index_test_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+class TestPostgresJobIndex(JobIndexContract):
+    @pytest.fixture
+    async def index(self, pg_index_database: str, tmp_path: Path) -> AsyncIterator[JobIndex]:
+        engine = create_engine_for(pg_index_database, tmp_path / "unused.db")
+        index = SqlaJobIndex(engine)
+        await index.create_schema()
+        yield index
+        from sqlalchemy import text
+
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "TRUNCATE fetcher_job_index, fetcher_job_datasources, "
+                    "fetcher_projection_positions"
+                )
+            )
+        await engine.dispose()
