@@ -1,0 +1,111 @@
+"""The embedded default (`fetcher serve`, nothing configured) passes the same scenario:
+SQLite, in-process queue, results in a folder, events in events.jsonl, a generated key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import FETCHER, SOURCE_ROWS, Processes, base_env, free_port
+from tests.e2e.test_job_flow import PRODUCT, expected_rows, register, same_row, submit
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
+    port = free_port()
+    data = tmp_path_factory.mktemp("embedded-data")
+    env = base_env(FETCHER_DATA_DIR=str(data), SERVER_ADDRESS=f"127.0.0.1:{port}")
+    processes = Processes(
+        env=env, logs=tmp_path_factory.mktemp("embedded-logs"), api_url=f"http://127.0.0.1:{port}"
+    )
+    processes.start("serve")
+    try:
+        processes.wait_healthy()
+        yield processes
+    finally:
+        processes.stop()
+
+
+def wait_for_event(events: Path, job_id: str, processes: Processes, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if events.exists():
+            for line in events.read_text().splitlines():
+                message = json.loads(line)
+                if json.loads(message["body"])["jobId"] == job_id:
+                    return message
+        time.sleep(0.1)
+    raise AssertionError(f"no event for {job_id}:\n{processes.tail()}")
+
+
+def cli(
+    *args: str, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FETCHER, *args], env=env, input=stdin, capture_output=True, text=True, check=False
+    )
+
+
+async def test_embedded_default_runs_the_same_scenario(
+    embedded: Processes, source_database: str, tmp_path: Path
+):
+    data = Path(embedded.env["FETCHER_DATA_DIR"])
+    assert "generated a master key" in (embedded.logs / "serve.log").read_text()
+    key_env = base_env(APP_ENC_KEY=(data / "master.key").read_text().strip())
+    external = cli("keys", "external-hmac", env=key_env).stdout.split()[-1]
+    storage_key = cli("keys", "storage", env=key_env).stdout.split()[-1]
+
+    register(embedded.api_url, source_database, "emb_pg")
+    job_id = submit(embedded.api_url, {"emb_pg": {"accounts": ["*"]}}, "embedded")
+    message = wait_for_event(data / "events.jsonl", job_id, embedded)
+    assert message["routingKey"] == "job.completed"
+    assert message["exchange"] == "fetcher.job.events"
+    assert message["headers"]["ce-id"] == f"fetcher.job.completed.{job_id}"
+
+    event_file = tmp_path / "event.json"
+    event_file.write_text(json.dumps(message))
+    plain_env = base_env()
+    verified = cli("event", "verify", str(event_file), "--hmac-key", external, env=plain_env)
+    assert verified.returncode == 0, verified.stderr
+    body = json.loads(message["body"])
+    blob = data / "objects" / body["result"]["path"]
+    decrypted = cli(
+        "result",
+        "decrypt",
+        str(blob),
+        "--event",
+        str(event_file),
+        "--storage-key",
+        storage_key,
+        "--hmac-key",
+        external,
+        env=plain_env,
+    )
+    assert decrypted.returncode == 0, decrypted.stderr
+    rows = sorted(json.loads(decrypted.stdout)["emb_pg"]["accounts"], key=lambda r: r["id"])
+    want = await expected_rows(source_database)
+    assert len(rows) == SOURCE_ROWS
+    assert all(same_row(g, w) for g, w in zip(rows, want, strict=True))
+
+    tampered = dict(message, body=message["body"].replace(PRODUCT, "intruder"))
+    event_file.write_text(json.dumps(tampered))
+    assert (
+        cli("event", "verify", str(event_file), "--hmac-key", external, env=plain_env).returncode
+        == 1
+    )
+
+    failing = submit(embedded.api_url, {"emb_pg": {"no_such_table": ["id"]}}, "embedded-missing")
+    failed = wait_for_event(data / "events.jsonl", failing, embedded)
+    assert failed["routingKey"] == "job.failed"
+    assert json.loads(failed["body"])["metadata"]["error"]["message"].startswith(
+        "engine extraction: engine: [validation] extraction request failed schema validation"
+    )
+    assert not (data / "objects" / f"external-data/{failing}.json").exists()
+    job = httpx.get(f"{embedded.api_url}/v1/fetcher/{failing}").json()
+    assert job["status"] == "failed"
