@@ -17,6 +17,7 @@ from eventsourcing.domain import DomainEvent
 SLOT_NAMESPACE = UUID("3d0c7a53-56f5-4b8e-9a3e-5a0f6c1e2b7d")
 
 
+@dataclass(frozen=True)
 class RequestSlotTaken(DomainEvent):
     job_id: UUID
 

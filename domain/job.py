@@ -44,17 +44,20 @@ class JobEvent(DomainEvent):
     """Base of the job's events (frozen dataclasses with id, version and timestamp)."""
 
 
+@dataclass(frozen=True)
 class JobRequested(JobEvent):
     request: dict[str, Any]
     request_hash: str
 
 
+@dataclass(frozen=True)
 class JobClaimed(JobEvent):
     worker_id: str
     lease_until: datetime
     attempt: int
 
 
+@dataclass(frozen=True)
 class JobResultStored(JobEvent):
     worker_id: str
     path: str
@@ -63,11 +66,13 @@ class JobResultStored(JobEvent):
     hmac: str
 
 
+@dataclass(frozen=True)
 class JobCompleted(JobEvent):
     worker_id: str
     execution_time_ms: int
 
 
+@dataclass(frozen=True)
 class JobFailed(JobEvent):
     error: str
     worker_id: str
