@@ -127,3 +127,21 @@ async def test_emitter_retries_until_the_publish_succeeds(app):
     await app.emitter.run_once()
     assert [n.status for n in app.publisher.published] == ["completed"]
     assert await app.emitter.run_once() == 0
+
+
+async def test_same_job_delivered_to_two_workers_at_once_is_extracted_once(app):
+    import asyncio
+    from dataclasses import replace as clone
+
+    job = await _job(app, {"pgsql": {"accounts": ["id"]}})
+    other = clone(app.run_job, worker_id="worker-2")
+    outcomes = await asyncio.gather(app.run_job(job.id), other(job.id))
+    assert outcomes == [RunOutcome.DONE, RunOutcome.DONE]
+    events = await app.store.job_events(job.id)
+    assert [type(e).__name__ for e in events] == [
+        "JobRequested",
+        "JobClaimed",
+        "JobResultStored",
+        "JobCompleted",
+    ]
+    assert len(app.storage.objects) == 1

@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from entrypoints.settings import Settings, SettingsError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_are_the_embedded_default():
+    settings = Settings.from_env({})
+    assert settings.database_url is None and settings.broker.url is None
+    assert not settings.storage.uses_s3
+    assert (settings.http.host, settings.http.port) == ("127.0.0.1", 4006)
+    assert settings.broker.work_queue == "fetcher.extract-external-data.queue"
+    assert settings.broker.events_exchange == "fetcher.job.events"
+    assert settings.engine.max_result_bytes == 268_435_456
+    assert settings.data_dir.name == "var"
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"SERVER_ADDRESS": "nope"}, "SERVER_ADDRESS"),
+        ({"FETCHER_DATABASE_URL": "mysql://x"}, "FETCHER_DATABASE_URL"),
+        ({"OBJECT_STORAGE_ENDPOINT": "http://s3"}, "OBJECT_STORAGE_BUCKET"),
+        (
+            {"OBJECT_STORAGE_BUCKET": "b", "OBJECT_STORAGE_ACCESS_KEY_ID": "a"},
+            "OBJECT_STORAGE_SECRET_KEY",
+        ),
+        ({"RABBITMQ_NUMBERS_OF_WORKERS": "many"}, "RABBITMQ_NUMBERS_OF_WORKERS"),
+        ({"ENGINE_MAX_RESULT_BYTES": "big"}, "ENGINE_MAX_RESULT_BYTES"),
+    ],
+)
+def test_invalid_settings_name_the_variable(env, fragment):
+    with pytest.raises(SettingsError, match=fragment):
+        Settings.from_env(env)
+
+
+def test_non_positive_result_limit_keeps_the_default():
+    assert (
+        Settings.from_env({"ENGINE_MAX_RESULT_BYTES": "0"}).engine.max_result_bytes == 268_435_456
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            {"RABBITMQ_URL": "amqp://guest:guest@127.0.0.1:5672/"},
+            "fetcher: configuration error: APP_ENC_KEY is required",
+        ),
+        ({"APP_ENC_KEY": "c2hvcnQ="}, "fetcher: configuration error: APP_ENC_KEY is invalid"),
+        ({"SERVER_ADDRESS": "x"}, "fetcher: configuration error: SERVER_ADDRESS"),
+    ],
+)
+def test_start_up_stops_with_one_clear_line(env, line, tmp_path):
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "fetcher"), "serve"],
+        env={"PATH": "/usr/bin:/bin", "FETCHER_DATA_DIR": str(tmp_path), **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    errors = [x for x in result.stderr.splitlines() if "configuration error" in x]
+    assert len(errors) == 1 and errors[0].startswith(line)
+    assert "guest:guest" not in result.stderr
