@@ -187,7 +187,14 @@ async def api(settings: Settings) -> None:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
     async with open_core(settings) as core, open_storage(settings) as storage:
         await topology(settings).apply(settings.broker.url)
-        services = core.api_services({"event_store": core.store.check, "storage": storage.check})
+        broker_url = settings.broker.url
+
+        async def broker_ready() -> None:
+            await topology(settings).apply(broker_url, passive=True, operation_timeout=2.0)
+
+        services = core.api_services(
+            {"event_store": core.store.check, "broker": broker_ready, "storage": storage.check}
+        )
         server = _uvicorn(settings, create_app(services))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _until_stopped(stop, _serve_http(server, stop))
