@@ -14,7 +14,7 @@ import uvicorn
 
 from adapters.messaging.envelope import Outcome
 from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
-from adapters.messaging.rabbitmq import RabbitWorkConsumer
+from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.commands.run_job import RunJob, RunOutcome
 from application.policies import dispatch_work, emit_events
 from application.policies.dispatch_work import DispatchWork

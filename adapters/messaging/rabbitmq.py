@@ -1,4 +1,4 @@
-"""RabbitMQ adapters on aio-pika: topology, work queue, job-event publisher, work consumer.
+"""RabbitMQ adapters on aio-pika: topology, work queue and job-event publisher.
 
 Every publish goes out persistent, ``mandatory`` and with publisher confirms on a channel
 opened with ``on_return_raises``, so it only returns once the broker has routed and stored it.
@@ -22,8 +22,6 @@ import aio_pika
 from aio_pika.abc import (
     AbstractChannel,
     AbstractExchange,
-    AbstractIncomingMessage,
-    AbstractQueue,
     AbstractRobustChannel,
     AbstractRobustConnection,
 )
@@ -39,10 +37,7 @@ from adapters.messaging.cloudevents_mapping import job_event_message
 from adapters.messaging.envelope import (
     EVENTS_EXCHANGE,
     WORK_QUEUE,
-    Disposition,
     OutgoingMessage,
-    WorkDispatcher,
-    WorkHandler,
     work_message,
 )
 from application.errors import PortError, PublishFailed
@@ -54,7 +49,7 @@ logger = logging.getLogger(__name__)
 CONTENT_TYPE = "application/json"
 
 
-def _unix_now() -> int:
+def unix_now() -> int:
     return int(time.time())
 
 
@@ -142,7 +137,7 @@ class RabbitTopology:
                 await connection.close()
 
 
-async def _open(
+async def open_channel(
     url: str, *, operation_timeout: float, error: type[PortError] = PortError
 ) -> tuple[AbstractRobustConnection, AbstractRobustChannel]:
     try:
@@ -239,11 +234,11 @@ class AioPikaWorkQueue(WorkQueue):
         *,
         operation_timeout: float = 10.0,
     ) -> AioPikaWorkQueue:
-        connection, channel = await _open(
+        connection, channel = await open_channel(
             url, operation_timeout=operation_timeout, error=PublishFailed
         )
         publisher = _ConfirmedPublisher(connection, channel, timeout=operation_timeout)
-        return cls(publisher, channel, queue_name, signer, clock or _unix_now)
+        return cls(publisher, channel, queue_name, signer, clock or unix_now)
 
     async def publish(self, order: WorkOrder) -> None:
         message = work_message(
@@ -291,12 +286,12 @@ class AioPikaJobEventPublisher(JobEventPublisher):
     ) -> AioPikaJobEventPublisher:
         if not exchange.strip() or not source:
             raise ValueError("the events exchange and the CloudEvents source are required")
-        connection, channel = await _open(
+        connection, channel = await open_channel(
             url, operation_timeout=operation_timeout, error=PublishFailed
         )
         publisher = _ConfirmedPublisher(connection, channel, timeout=operation_timeout)
         target = await channel.get_exchange(exchange, ensure=False)
-        return cls(publisher, target, source, signer, clock or _unix_now)
+        return cls(publisher, target, source, signer, clock or unix_now)
 
     async def publish(self, notification: JobNotification) -> None:
         message = job_event_message(
@@ -314,135 +309,3 @@ class AioPikaJobEventPublisher(JobEventPublisher):
 
     async def close(self) -> None:
         await self._publisher.close()
-
-
-class RabbitWorkConsumer:
-    """Consumes the work queue, at most ``prefetch`` deliveries in flight.
-
-    Each delivery is verified with the internal signer against the delivery's own exchange and
-    routing key, parsed, and handed to ``handler``; see ``WorkDispatcher`` for how outcomes and
-    errors settle it. ``run()`` consumes until ``stop()``; stopping cancels the consumer, lets
-    in-flight handlers finish for up to ``stop_timeout`` seconds, then cancels the rest (their
-    deliveries return to the queue when the channel closes).
-    """
-
-    def __init__(
-        self,
-        connection: AbstractRobustConnection,
-        queue: AbstractQueue,
-        dispatcher: WorkDispatcher,
-        *,
-        stop_timeout: float = 30.0,
-    ) -> None:
-        self._connection = connection
-        self._queue = queue
-        self._dispatcher = dispatcher
-        self._stop_timeout = stop_timeout
-        self._stopping = asyncio.Event()
-        self._finished = asyncio.Event()
-        self._running = False
-        self._inflight: set[asyncio.Task[Any]] = set()
-
-    @classmethod
-    async def connect(
-        cls,
-        url: str,
-        queue_name: str,
-        signer: MessageSigner,
-        handler: WorkHandler,
-        *,
-        prefetch: int = 4,
-        clock: Callable[[], int] | None = None,
-        retry_delay: float = 1.0,
-        error_backoff: float = 1.0,
-        max_backoff: float = 30.0,
-        stop_timeout: float = 30.0,
-        operation_timeout: float = 10.0,
-    ) -> RabbitWorkConsumer:
-        if prefetch < 1:
-            raise ValueError("prefetch must be at least 1")
-        connection, channel = await _open(url, operation_timeout=operation_timeout)
-        try:
-            await channel.set_qos(prefetch_count=prefetch)
-            queue = await channel.declare_queue(queue_name, passive=True)
-        except ChannelNotFoundEntity as e:
-            await connection.close()
-            raise PortError(f"work queue '{queue_name}' does not exist") from e
-        except CONNECTION_EXCEPTIONS as e:
-            await connection.close()
-            raise PortError("cannot consume the work queue") from e
-        dispatcher = WorkDispatcher(
-            signer=signer,
-            handler=handler,
-            clock=clock or _unix_now,
-            retry_delay=retry_delay,
-            error_backoff=error_backoff,
-            max_backoff=max_backoff,
-        )
-        return cls(connection, queue, dispatcher, stop_timeout=stop_timeout)
-
-    async def run(self) -> None:
-        self._running = True
-        try:
-            tag = await self._queue.consume(self._on_message)
-            try:
-                await self._stopping.wait()
-            finally:
-                self._stopping.set()
-                await self._shutdown(tag)
-        finally:
-            self._finished.set()
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        if self._running:
-            await self._finished.wait()
-        else:
-            await self._close()
-
-    async def _on_message(self, message: AbstractIncomingMessage) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._inflight.add(task)
-        try:
-            disposition = await self._dispatcher.dispatch(
-                headers=message.headers or {},
-                body=message.body,
-                exchange=message.exchange or "",
-                routing_key=message.routing_key or "",
-                stopping=self._stopping,
-            )
-            await self._settle(message, disposition)
-        finally:
-            if task is not None:
-                self._inflight.discard(task)
-
-    @staticmethod
-    async def _settle(message: AbstractIncomingMessage, disposition: Disposition) -> None:
-        try:
-            if disposition is Disposition.ACK:
-                await message.ack()
-            else:
-                await message.nack(requeue=disposition is Disposition.REQUEUE)
-        except CONNECTION_EXCEPTIONS as e:
-            logger.warning(
-                "could not settle work delivery (%s); the broker will redeliver it",
-                type(e).__name__,
-            )
-
-    async def _shutdown(self, tag: str) -> None:
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-            await self._queue.cancel(tag)
-        pending = {task for task in self._inflight if not task.done()}
-        if pending:
-            _, late = await asyncio.wait(pending, timeout=self._stop_timeout)
-            if late:
-                logger.warning("%d work handlers did not finish in time; cancelled", len(late))
-                for task in late:
-                    task.cancel()
-                await asyncio.wait(late)
-        await self._close()
-
-    async def _close(self) -> None:
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-            await self._connection.close()

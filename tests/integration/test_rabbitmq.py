@@ -27,8 +27,8 @@ from adapters.messaging.rabbitmq import (
     AioPikaJobEventPublisher,
     AioPikaWorkQueue,
     RabbitTopology,
-    RabbitWorkConsumer,
 )
+from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.errors import PortError, PublishFailed
 from application.ports.messaging import JobNotification, WorkOrder
 from tests.unit.test_envelope import HmacTestSigner

@@ -1,0 +1,151 @@
+"""The RabbitMQ work consumer: verified, parsed deliveries handed to the work handler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
+from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
+
+from adapters.messaging.envelope import Disposition, WorkDispatcher, WorkHandler
+from adapters.messaging.rabbitmq import open_channel, unix_now
+from application.errors import PortError
+from application.ports.signer import MessageSigner
+
+logger = logging.getLogger(__name__)
+
+
+class RabbitWorkConsumer:
+    """Consumes the work queue, at most ``prefetch`` deliveries in flight.
+
+    Each delivery is verified with the internal signer against the delivery's own exchange and
+    routing key, parsed, and handed to ``handler``; see ``WorkDispatcher`` for how outcomes and
+    errors settle it. ``run()`` consumes until ``stop()``; stopping cancels the consumer, lets
+    in-flight handlers finish for up to ``stop_timeout`` seconds, then cancels the rest (their
+    deliveries return to the queue when the channel closes).
+    """
+
+    def __init__(
+        self,
+        connection: AbstractRobustConnection,
+        queue: AbstractQueue,
+        dispatcher: WorkDispatcher,
+        *,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        self._connection = connection
+        self._queue = queue
+        self._dispatcher = dispatcher
+        self._stop_timeout = stop_timeout
+        self._stopping = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._running = False
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        queue_name: str,
+        signer: MessageSigner,
+        handler: WorkHandler,
+        *,
+        prefetch: int = 4,
+        clock: Callable[[], int] | None = None,
+        retry_delay: float = 1.0,
+        error_backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        stop_timeout: float = 30.0,
+        operation_timeout: float = 10.0,
+    ) -> RabbitWorkConsumer:
+        if prefetch < 1:
+            raise ValueError("prefetch must be at least 1")
+        connection, channel = await open_channel(url, operation_timeout=operation_timeout)
+        try:
+            await channel.set_qos(prefetch_count=prefetch)
+            queue = await channel.declare_queue(queue_name, passive=True)
+        except ChannelNotFoundEntity as e:
+            await connection.close()
+            raise PortError(f"work queue '{queue_name}' does not exist") from e
+        except CONNECTION_EXCEPTIONS as e:
+            await connection.close()
+            raise PortError("cannot consume the work queue") from e
+        dispatcher = WorkDispatcher(
+            signer=signer,
+            handler=handler,
+            clock=clock or unix_now,
+            retry_delay=retry_delay,
+            error_backoff=error_backoff,
+            max_backoff=max_backoff,
+        )
+        return cls(connection, queue, dispatcher, stop_timeout=stop_timeout)
+
+    async def run(self) -> None:
+        self._running = True
+        try:
+            tag = await self._queue.consume(self._on_message)
+            try:
+                await self._stopping.wait()
+            finally:
+                self._stopping.set()
+                await self._shutdown(tag)
+        finally:
+            self._finished.set()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._running:
+            await self._finished.wait()
+        else:
+            await self._close()
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            disposition = await self._dispatcher.dispatch(
+                headers=message.headers or {},
+                body=message.body,
+                exchange=message.exchange or "",
+                routing_key=message.routing_key or "",
+                stopping=self._stopping,
+            )
+            await self._settle(message, disposition)
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    @staticmethod
+    async def _settle(message: AbstractIncomingMessage, disposition: Disposition) -> None:
+        try:
+            if disposition is Disposition.ACK:
+                await message.ack()
+            else:
+                await message.nack(requeue=disposition is Disposition.REQUEUE)
+        except CONNECTION_EXCEPTIONS as e:
+            logger.warning(
+                "could not settle work delivery (%s); the broker will redeliver it",
+                type(e).__name__,
+            )
+
+    async def _shutdown(self, tag: str) -> None:
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+            await self._queue.cancel(tag)
+        pending = {task for task in self._inflight if not task.done()}
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=self._stop_timeout)
+            if late:
+                logger.warning("%d work handlers did not finish in time; cancelled", len(late))
+                for task in late:
+                    task.cancel()
+                await asyncio.wait(late)
+        await self._close()
+
+    async def _close(self) -> None:
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+            await self._connection.close()
