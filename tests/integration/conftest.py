@@ -6,12 +6,17 @@ fails (never skips), so a missing server cannot pass silently.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from adapters.storage.s3 import S3Settings
 
@@ -54,3 +59,26 @@ def s3_settings() -> S3Settings:
         secret_access_key=os.environ.get("FETCHER_TEST_S3_SECRET_KEY", "fetcher-test-secret"),
         use_path_style=True,
     )
+
+
+# --- PostgreSQL -------------------------------------------------------------------------------
+
+PG_ADMIN_DSN = os.environ.get(
+    "FETCHER_TEST_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@contextlib.contextmanager
+def fresh_pg_database(prefix: str) -> Iterator[str]:
+    """Creates a uniquely named database, yields its URL, and drops it afterwards."""
+    require_listening(PG_ADMIN_DSN, "PostgreSQL")
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from uuid import uuid4
 
-import psycopg
 import pytest
-from psycopg import sql
 from sqlalchemy import text
 
 from adapters.memory.connection_repository import InMemoryConnectionRepository
@@ -22,6 +19,7 @@ from adapters.sql.tables import create_engine_for
 from application.ports.connection_repository import ConnectionQuery
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound, Unavailable
+from tests.integration.conftest import fresh_pg_database
 
 pytestmark = pytest.mark.integration
 
@@ -269,17 +267,8 @@ class TestSqliteConnectionRepository(ConnectionRepositoryContract):
 
 @pytest.fixture(scope="module")
 def pg_connections_database() -> Iterator[str]:
-    """A fresh database for this module; yields its URL and drops it afterwards."""
-    name = f"fetcher_conn_test_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_pg_database("fetcher_conn_test") as url:
+        yield url
 
 
 class TestPostgresConnectionRepository(ConnectionRepositoryContract):

@@ -10,9 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID, uuid4
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.memory.job_event_store import InMemoryJobEventStore
@@ -29,6 +27,7 @@ from domain.job import (
     request_job,
 )
 from domain.request import ExtractionRequest
+from tests.integration.conftest import fresh_pg_database
 
 pytestmark = pytest.mark.integration
 
@@ -305,17 +304,8 @@ class TestSqliteJobEventStore(JobEventStoreContract):
 
 @pytest.fixture(scope="module")
 def pg_event_database() -> Iterator[str]:
-    """A fresh database for this module; yields its URL and drops it afterwards."""
-    name = f"fetcher_es_test_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_pg_database("fetcher_es_test") as url:
+        yield url
 
 
 class TestPostgresJobEventStore(JobEventStoreContract):

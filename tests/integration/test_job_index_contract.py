@@ -7,9 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
-from psycopg import sql
 
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.sql.job_index import SqlaJobIndex
@@ -18,6 +16,7 @@ from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex
 from domain import job as jobs
 from domain.request import ExtractionRequest
+from tests.integration.conftest import fresh_pg_database
 
 PG_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -111,16 +110,8 @@ class TestSqliteJobIndex(JobIndexContract):
 
 @pytest.fixture(scope="module")
 def pg_index_database() -> Iterator[str]:
-    name = f"fetcher_index_test_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield PG_ADMIN_DSN.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with fresh_pg_database("fetcher_index_test") as url:
+        yield url
 
 
 class TestPostgresJobIndex(JobIndexContract):
