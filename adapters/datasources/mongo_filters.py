@@ -1,0 +1,317 @@
+"""The ten filter operators of reference §4.2 as one MongoDB query document.
+
+The meaning is the SQL engines' (``adapters.datasources.sql_filters``), not the reference's
+MongoDB quirks: every operator of a field applies (several operators on one field are AND-ed, and
+two that would write the same key, such as ``between`` and ``gte``, go into ``$and`` instead of
+overwriting each other); ``eq`` with several values and ``in`` both apply; ``ne`` and ``nin`` never
+match a null or missing field (SQL's ``<>`` and ``NOT IN`` never match NULL), ``eq``/``in`` with
+``null`` match null or missing; ``like`` is an anchored, escaped, case-sensitive regular
+expression (``%`` any run of characters, ``_`` one character, ``\\`` escapes the next character,
+newlines included), so ``.`` or ``(`` in a pattern are plain characters.
+
+Values are converted by the field's sampled BSON type (``mongodb.py`` discovery):
+
+============================  ======================================================================
+field type                    accepted JSON values → query value
+============================  ======================================================================
+objectId                      24 hexadecimal characters → ``ObjectId``
+date                          ISO 8601 date or date-time → ``datetime`` in UTC (no offset: UTC);
+                              a date-only upper bound of ``between`` means the end of that day
+int, long, double             numbers and numeric strings → ``int`` (integral) or ``float``
+decimal                       numbers and numeric strings → ``Decimal128``
+bool                          ``true``/``false``, ``"true"``/``"false"`` (any case), ``0``/``1``
+string                        strings as they are; numbers as their decimal text
+uuid                          UUID strings → ``UUID`` (stored as binary subtype 4)
+anything else                 the JSON value as it is (mixed types, objects, arrays, binary...)
+============================  ======================================================================
+
+``like`` on a string field (or one of unknown type) is ``$regex``; on a field of another known
+type the value is compared as text (``$expr`` with ``$toString`` and ``$regexMatch``), as the SQL
+engines cast such columns to text. A value that does not convert raises ``InvalidRequest``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from uuid import UUID
+
+from bson import Decimal128, ObjectId
+
+from domain.errors import InvalidRequest
+
+ORDER: tuple[str, ...] = ("eq", "gt", "gte", "lt", "lte", "between", "in", "nin", "ne", "like")
+_NULL_OPS = frozenset({"eq", "in", "ne", "nin"})
+_COMPARISONS = {"gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte"}
+_NUMERIC = frozenset({"int", "long", "double"})
+_TEXT_TYPES = frozenset({"string", "mixed", "null", "regex", "symbol"})
+
+_OBJECT_ID_RE = re.compile(r"[0-9a-fA-F]{24}", re.ASCII)
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+_END_OF_DAY = timedelta(days=1, milliseconds=-1)  # BSON dates hold milliseconds
+
+_EXPECTED = {
+    "objectId": "an ObjectId (24 hexadecimal characters)",
+    "date": "an ISO 8601 date or timestamp",
+    "int": "a number",
+    "long": "a number",
+    "double": "a number",
+    "decimal": "a decimal number",
+    "bool": "a boolean",
+    "string": "a string",
+    "uuid": "a UUID",
+}
+
+
+class _Unconvertible(Exception):
+    pass
+
+
+def _object_id(value: Any) -> ObjectId:
+    if isinstance(value, str) and _OBJECT_ID_RE.fullmatch(value):
+        return ObjectId(value)
+    raise _Unconvertible
+
+
+def _date(value: Any) -> datetime:
+    if not isinstance(value, str) or not _DATE_RE.match(value):
+        raise _Unconvertible
+    result = datetime.fromisoformat(value)
+    return result.replace(tzinfo=UTC) if result.tzinfo is None else result.astimezone(UTC)
+
+
+def _number(value: Any) -> int | float:
+    if isinstance(value, bool):
+        raise _Unconvertible
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str):
+        if _INTEGER_RE.fullmatch(value):
+            return int(value)
+        if _DECIMAL_RE.fullmatch(value):
+            result = float(value)
+            if result in (float("inf"), float("-inf")):
+                raise _Unconvertible
+            return result
+    raise _Unconvertible
+
+
+def _decimal(value: Any) -> Decimal128:
+    if isinstance(value, bool):
+        raise _Unconvertible
+    if isinstance(value, int | float):
+        text = repr(value)
+    elif isinstance(value, str) and _DECIMAL_RE.fullmatch(value):
+        text = value
+    else:
+        raise _Unconvertible
+    try:
+        return Decimal128(Decimal(text))
+    except (InvalidOperation, ValueError) as error:
+        raise _Unconvertible from error
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise _Unconvertible
+
+
+def _string(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        raise _Unconvertible
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    raise _Unconvertible
+
+
+def _uuid(value: Any) -> UUID:
+    if not isinstance(value, str):
+        raise _Unconvertible
+    return UUID(value)
+
+
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "objectId": _object_id,
+    "date": _date,
+    "int": _number,
+    "long": _number,
+    "double": _number,
+    "decimal": _decimal,
+    "bool": _bool,
+    "string": _string,
+    "uuid": _uuid,
+}
+
+
+def like_regex(pattern: str) -> str:
+    """A SQL LIKE pattern as an anchored regular expression of the same meaning (``%`` any run
+    of characters, ``_`` one character, ``\\`` escapes the next one; everything else literal).
+    The end anchor is a look-ahead so that a trailing newline is not ignored as ``$`` would."""
+    parts: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            parts.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return "^" + "".join(parts) + r"(?![\s\S])"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else f"'{value}'"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Field:
+    def __init__(self, name: str, bson_type: str, where: str) -> None:
+        self.name = name
+        self.bson_type = bson_type
+        self.where = where
+        self._convert = _CONVERTERS.get(bson_type)
+
+    def error(self, op: str, message: str) -> InvalidRequest:
+        return InvalidRequest(f"filter on {self.where}: operator '{op}' {message}")
+
+    def convert(self, op: str, value: Any) -> Any:
+        if self._convert is None:
+            return value
+        try:
+            return self._convert(value)
+        except (_Unconvertible, ValueError, OverflowError):
+            raise self.error(
+                op,
+                f"expects {_EXPECTED[self.bson_type]} for field type '{self.bson_type}', "
+                f"got {_shown(value)}",
+            ) from None
+
+    def values(self, op: str, raw: Sequence[Any]) -> tuple[bool, list[Any]]:
+        has_null = any(v is None for v in raw)
+        if has_null and op not in _NULL_OPS:
+            raise self.error(op, "does not accept null (only eq, ne, in and nin do)")
+        return has_null, [self.convert(op, v) for v in raw if v is not None]
+
+    def single(self, op: str, raw: Sequence[Any]) -> Any:
+        if len(raw) != 1:
+            raise self.error(op, f"must have exactly 1 value, got {len(raw)}")
+        return self.values(op, raw)[1][0]
+
+
+def _members(f: _Field, op: str, raw: Sequence[Any]) -> dict[str, Any]:
+    has_null, values = f.values(op, raw)
+    if has_null:
+        values.append(None)
+    if op == "eq" and len(values) == 1:
+        return {"$eq": values[0]}
+    return {"$in": values}
+
+
+def _non_members(f: _Field, op: str, raw: Sequence[Any]) -> dict[str, Any]:
+    _, values = f.values(op, raw)
+    return {"$nin": [*values, None]}
+
+
+def _between(f: _Field, raw: Sequence[Any]) -> dict[str, Any]:
+    if len(raw) != 2:
+        raise f.error("between", f"must have exactly 2 values, got {len(raw)}")
+    _, (low, high) = f.values("between", raw)
+    if f.bson_type == "date" and isinstance(raw[1], str) and _DATE_RE.fullmatch(raw[1]):
+        high = high + _END_OF_DAY
+    return {"$gte": low, "$lte": high}
+
+
+def _like(f: _Field, raw: Sequence[Any]) -> tuple[bool, dict[str, Any]]:
+    """(whether the condition is a whole ``$expr`` rather than one field's, the condition)"""
+    if len(raw) != 1 or not isinstance(raw[0], str):
+        raise f.error("like", "takes exactly 1 string pattern")
+    regex = like_regex(raw[0])
+    if f.bson_type in _TEXT_TYPES or f.bson_type not in _EXPECTED:
+        return False, {"$regex": regex, "$options": "s"}
+    as_text = {"$toString": "$" + f.name}
+    return True, {"$expr": {"$regexMatch": {"input": as_text, "regex": regex, "options": "s"}}}
+
+
+def field_conditions(
+    name: str, bson_type: str, condition: Mapping[str, Sequence[Any]], *, where: str
+) -> list[tuple[str | None, dict[str, Any]]]:
+    """``(field, operator document)`` pairs for one field, in the reference's order; the field
+    is ``None`` for a condition that is a whole query document (``$expr``)."""
+    unknown = [op for op in condition if op not in ORDER]
+    if unknown:
+        raise InvalidRequest(
+            f"filter on {where}: unknown operator '{unknown[0]}' "
+            f"(expected one of {', '.join(ORDER)})"
+        )
+    f = _Field(name, bson_type, where)
+    found: list[tuple[str | None, dict[str, Any]]] = []
+    for op in ORDER:
+        raw = condition.get(op)
+        if not raw:
+            continue
+        if op in ("eq", "in"):
+            found.append((name, _members(f, op, raw)))
+        elif op in ("ne", "nin"):
+            found.append((name, _non_members(f, op, raw)))
+        elif op in _COMPARISONS:
+            found.append((name, {_COMPARISONS[op]: f.single(op, raw)}))
+        elif op == "between":
+            found.append((name, _between(f, raw)))
+        else:
+            whole, document = _like(f, raw)
+            found.append((None, document) if whole else (name, document))
+    return found
+
+
+def merge(conditions: Sequence[tuple[str | None, dict[str, Any]]]) -> dict[str, Any]:
+    """One query document: operators of one field share its document while their keys differ;
+    a condition that would overwrite a key (or is a whole document) is AND-ed in ``$and``."""
+    query: dict[str, Any] = {}
+    extra: list[dict[str, Any]] = []
+    for name, document in conditions:
+        if name is None:
+            extra.append(document)
+            continue
+        current = query.get(name)
+        if current is None:
+            query[name] = dict(document)
+        elif current.keys().isdisjoint(document):
+            current.update(document)
+        else:
+            extra.append({name: document})
+    if extra:
+        query["$and"] = extra
+    return query
+
+
+def mongo_filter(
+    filters: Mapping[str, Mapping[str, Sequence[Any]]],
+    field_types: Mapping[str, str],
+    *,
+    where: Callable[[str], str],
+) -> dict[str, Any]:
+    """The query document for ``{field: {op: values}}``; ``field_types`` gives each field's
+    sampled BSON type and ``where(field)`` names it in error messages."""
+    conditions: list[tuple[str | None, dict[str, Any]]] = []
+    for name, condition in filters.items():
+        conditions.extend(
+            field_conditions(name, field_types.get(name, "mixed"), condition, where=where(name))
+        )
+    return merge(conditions)
