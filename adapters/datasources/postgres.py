@@ -67,7 +67,8 @@ from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.sql_filters import filter_clauses
+from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filter_clauses
+from adapters.datasources.sql_values import Unconvertible, type_name
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,
@@ -136,11 +137,12 @@ def ssl_argument(endpoint: Endpoint) -> bool | str | ssl.SSLContext:
         raise InvalidSslMode(mode)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if endpoint.ssl_cert:
-        _load_client_certificate(context, endpoint.ssl_cert, endpoint.ssl_key)
+        load_client_certificate(context, endpoint.ssl_cert, endpoint.ssl_key)
     return context
 
 
-def _load_client_certificate(context: ssl.SSLContext, cert: str, key: str | None) -> None:
+def load_client_certificate(context: ssl.SSLContext, cert: str, key: str | None) -> None:
+    """Loads a PEM client certificate (and key) into ``context``."""
     # ssl only loads certificates from files: a private folder, removed at once.
     with tempfile.TemporaryDirectory(prefix="fetcher-tls-") as folder:
         paths = []
@@ -153,6 +155,43 @@ def _load_client_certificate(context: ssl.SSLContext, cert: str, key: str | None
                 file.write(pem)
             paths.append(path)
         context.load_cert_chain(paths[0], paths[1] if len(paths) > 1 else None)
+
+
+_NO_COLLATION = frozenset({'"char"'})
+
+
+class PostgresRules(FilterRules):
+    """Exact text on PostgreSQL: equality is already exact under deterministic collations;
+    ordering uses ``COLLATE "C"`` (code point order in UTF-8 databases, whatever the column's
+    collation); ``citext`` compares as ``text``; text with NUL characters cannot be bound."""
+
+    def bind(self, kind: Kind, data_type: str, value: Any) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            raise Unconvertible("a string without NUL characters")
+        return value
+
+    def compared(
+        self, column: ColumnElement[Any], kind: Kind, data_type: str
+    ) -> ColumnElement[Any]:
+        if type_name(data_type) == "citext":
+            return cast(column, TEXT)
+        return super().compared(column, kind, data_type)
+
+    def ordered(self, column: ColumnElement[Any], kind: Kind, data_type: str) -> ColumnElement[Any]:
+        target = self.compared(column, kind, data_type)
+        if kind in (Kind.TEXT, Kind.OTHER) and type_name(data_type) not in _NO_COLLATION:
+            return target.collate("C")
+        return target
+
+    def like(
+        self, column: ColumnElement[Any], kind: Kind, data_type: str, pattern: str
+    ) -> ColumnElement[bool]:
+        if type_name(data_type) == "citext":
+            return cast(column, TEXT).like(pattern, escape=LIKE_ESCAPE)
+        return super().like(column, kind, data_type, pattern)
+
+
+RULES = PostgresRules()
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +349,9 @@ class PostgresReader(DatasourceReader):
             if column is None:
                 raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
             clauses.extend(
-                filter_clauses(source.c[field], column.data_type, condition, where=where)
+                filter_clauses(
+                    source.c[field], column.data_type, condition, where=where, rules=RULES
+                )
             )
         query = select(*outputs).select_from(source)
         if clauses:
@@ -318,13 +359,18 @@ class PostgresReader(DatasourceReader):
         sql, params = to_asyncpg(query)
         return _Statement(read.result_key, sql, params, _row_type(names))
 
-    async def extract(
-        self, endpoint: Endpoint, reads: Sequence[TableRead]
-    ) -> AsyncIterator[RowChunk]:
+    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
+        """Builds every statement now (a filter value that does not convert raises
+        ``InvalidRequest`` here, before any I/O), then streams them."""
         statements = [s for s in (self._statement(endpoint, r) for r in reads) if s is not None]
+        types = {c.data_type for read in reads for c in read.columns}
+        return self._run(endpoint, statements, types)
+
+    async def _run(
+        self, endpoint: Endpoint, statements: list[_Statement], types: set[str]
+    ) -> AsyncGenerator[RowChunk, None]:
         if not statements:
             return
-        types = {c.data_type for read in reads for c in read.columns}
         connection = await self._connect(endpoint, self._connect_timeout)
         try:
             try:

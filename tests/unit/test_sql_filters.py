@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import and_, column, select, table
 from sqlalchemy.dialects import mysql
 
+from adapters.datasources.postgres import RULES as PG
 from adapters.datasources.postgres import to_asyncpg
 from adapters.datasources.sql_filters import Kind, column_kind, filter_clauses
 from domain.errors import InvalidRequest
@@ -277,3 +278,54 @@ def test_clauses_are_dialect_neutral() -> None:
         statement.compile(dialect=mysql.dialect(), compile_kwargs={"render_postcompile": True})
     )
     assert "t.f IN (%s, %s) AND t.f LIKE %s ESCAPE '\\\\'" in sql
+
+
+def test_like_pattern_ending_with_a_lone_escape_is_rejected() -> None:
+    assert "must not end with the escape character" in rejects("text", {"like": ("abc\\",)})
+    assert compiled("text", {"like": ("abc\\\\",)})[1] == ("abc\\\\",)
+
+
+def test_text_that_no_engine_can_store_is_rejected() -> None:
+    assert "valid Unicode" in rejects("text", {"eq": ("a\ud800",)})
+    assert "valid Unicode" in rejects("text", {"like": ("%\udfff",)})
+
+
+# --- PostgreSQL rules ----------------------------------------------------------------------------
+
+
+def pg(
+    data_type: str, condition: Mapping[str, Sequence[Any]], field: str = "f"
+) -> tuple[str, tuple[Any, ...]]:
+    clauses = filter_clauses(T.c[field], data_type, condition, where=f"'t.{field}'", rules=PG)
+    sql, params = to_asyncpg(select(T.c[field]).where(and_(*clauses)))
+    return sql.split("WHERE ", 1)[1], params
+
+
+def test_postgres_orders_text_by_code_point() -> None:
+    assert pg("text", {"gt": ("a",)}) == ('(t.f COLLATE "C") > $1', ("a",))
+    assert pg("character varying", {"between": ("a", "b")}) == (
+        '(t.f COLLATE "C") >= $1 AND (t.f COLLATE "C") <= $2',
+        ("a", "b"),
+    )
+    assert pg("jsonb", {"lt": ("{",)}) == ('(CAST(t.f AS VARCHAR) COLLATE "C") < $1', ("{",))
+    assert pg("integer", {"gt": (1,)}) == ("t.f > $1", (1,))
+
+
+def test_postgres_text_equality_and_like_keep_the_column_for_its_indexes() -> None:
+    assert pg("text", {"eq": ("a",), "like": ("a%",)}) == (
+        "t.f = $1 AND t.f LIKE $2 ESCAPE '\\'",
+        ("a", "a%"),
+    )
+
+
+def test_postgres_citext_compares_case_sensitively_as_text() -> None:
+    assert pg("citext", {"eq": ("A",), "like": ("A%",)}) == (
+        "CAST(t.f AS TEXT) = $1 AND CAST(t.f AS TEXT) LIKE $2 ESCAPE '\\'",
+        ("A", "A%"),
+    )
+
+
+def test_postgres_rejects_text_with_nul() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        pg("text", {"eq": ("a\x00b",)})
+    assert "expects a string without NUL characters for column type 'text'" in str(caught.value)
