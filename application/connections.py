@@ -1,13 +1,110 @@
-"""Resolving config names to connections and connections to dialable endpoints."""
+"""Resolving connections (internal datasources first, then stored ones), turning them into
+dialable endpoints, and the errors the connection use cases share."""
 
 from __future__ import annotations
 
+import logging
+import socket
+import ssl
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from uuid import UUID, uuid5
 
+from application.errors import CredentialKeyMissing
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher
-from domain.connection import Connection, Endpoint
+from domain.connection import Connection, Endpoint, SealedSecret, SslSettings
+from domain.errors import ErrorKind, FetcherError
+
+log = logging.getLogger(__name__)
+
+INTERNAL_NAMESPACE = UUID("f47ac10b-58cc-4372-a567-0e02b2c3d479")
+
+
+def internal_id(config_name: str, tenant: str = "") -> UUID:
+    """The deterministic id of an internal datasource: UUIDv5 over ``<tenant>/<configName>``."""
+    return uuid5(INTERNAL_NAMESPACE, f"{tenant}/{config_name}")
+
+
+class ConnectionInUse(FetcherError):
+    """A pending or processing job reads the connection, so it cannot change now."""
+
+    code = "FET-1021"
+    title = "Job In Progress"
+    kind = ErrorKind.CONFLICT
+    default_message = (
+        "The operation cannot be completed because there are active jobs for this connection."
+    )
+
+
+class ConnectionTestFailed(FetcherError):
+    """The datasource could not be reached (reference: 500 "Database Connection Error")."""
+
+    code = "FET-1041"
+    title = "Database Connection Error"
+    kind = ErrorKind.INTERNAL
+    default_message = (
+        "The adapter failed to connect to the target data source. "
+        "Check credentials and network access."
+    )
+
+    @classmethod
+    def caused_by(cls, error: BaseException) -> ConnectionTestFailed:
+        hint = connect_failure_hint(error)
+        return cls(f"{cls.default_message} Cause: {hint}." if hint else None)
+
+
+class SchemaRetrievalFailed(FetcherError):
+    code = "FET-1042"
+    title = "Schema Retrieval Error"
+    kind = ErrorKind.INTERNAL
+    default_message = "Failed to retrieve database schema information."
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def connect_failure_hint(error: BaseException) -> str | None:
+    """A short, secret-free reason for a failed connection, read from the exception chain
+    (driver exceptions are kept there by the adapters). None when nothing specific is known."""
+    for cause in _chain(error):
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return "the server certificate could not be verified"
+        if isinstance(cause, ssl.SSLError):
+            return "the TLS handshake failed"
+        if isinstance(cause, socket.gaierror):
+            return "the host name could not be resolved"
+        if isinstance(cause, ConnectionRefusedError):
+            return "the connection was refused"
+        if isinstance(cause, TimeoutError):
+            return "the connection timed out"
+        sqlstate = str(getattr(cause, "sqlstate", "") or "")
+        if sqlstate.startswith("28"):
+            return "authentication failed"
+        if sqlstate == "3D000":
+            return "the database does not exist"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedEndpoint(Endpoint):
+    """An endpoint the operator configured (an internal datasource): exempt from the SSRF
+    guard, since internal databases legitimately live on private networks."""
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTls:
+    """TLS material of an internal datasource, in plaintext as the environment gave it."""
+
+    ssl_ca: str | None = field(default=None, repr=False)
+    ssl_cert: str | None = field(default=None, repr=False)
+    ssl_key: str | None = field(default=None, repr=False)
 
 
 @dataclass(slots=True)
@@ -24,31 +121,98 @@ class ConnectionDirectory:
             found.update(await self.repository.by_config_names(missing))
         return found
 
+    def internal_by_id(self, connection_id: UUID) -> Connection | None:
+        for connection in self.internal.values():
+            if connection.id == connection_id:
+                return connection
+        return None
+
+    async def by_id(self, connection_id: UUID) -> Connection | None:
+        """An internal datasource by its deterministic id, else a live stored connection."""
+        internal = self.internal_by_id(connection_id)
+        if internal is not None:
+            return internal
+        return await self.repository.get(connection_id)
+
 
 @dataclass(slots=True)
 class EndpointFactory:
-    """Opens sealed credentials to build what a datasource adapter dials."""
+    """Opens sealed credentials to build what a datasource adapter dials.
+
+    Raises ``CredentialKeyMissing`` (naming the key version) when a secret was sealed under a
+    key version that is no longer configured.
+    """
 
     cipher: CredentialCipher
     internal_passwords: Mapping[str, str] = field(default_factory=dict)
+    internal_tls: Mapping[str, InternalTls] = field(default_factory=dict)
 
     def endpoint(self, connection: Connection) -> Endpoint:
+        ssl_settings = connection.ssl
         if connection.internal:
-            password = self.internal_passwords.get(connection.config_name, "")
-        else:
-            password = self.cipher.open(connection.password) if connection.password else ""
-        ssl = connection.ssl
+            tls = self.internal_tls.get(connection.config_name, InternalTls())
+            return TrustedEndpoint(
+                type=connection.type,
+                host=connection.host,
+                port=connection.port,
+                database_name=connection.database_name,
+                user_name=connection.user_name,
+                password=self.internal_passwords.get(connection.config_name, ""),
+                schema=connection.schema,
+                ssl_mode=ssl_settings.mode if ssl_settings else "",
+                ssl_ca=tls.ssl_ca,
+                ssl_cert=tls.ssl_cert,
+                ssl_key=tls.ssl_key,
+                options=dict(connection.metadata),
+            )
+        open_ = self.cipher.open
         return Endpoint(
             type=connection.type,
             host=connection.host,
             port=connection.port,
             database_name=connection.database_name,
             user_name=connection.user_name,
-            password=password,
+            password=open_(connection.password) if connection.password else "",
             schema=connection.schema,
-            ssl_mode=ssl.mode if ssl else "",
-            ssl_ca=self.cipher.open(ssl.ca) if ssl and ssl.ca else None,
-            ssl_cert=self.cipher.open(ssl.cert) if ssl and ssl.cert else None,
-            ssl_key=self.cipher.open(ssl.key) if ssl and ssl.key else None,
+            ssl_mode=ssl_settings.mode if ssl_settings else "",
+            ssl_ca=open_(ssl_settings.ca) if ssl_settings and ssl_settings.ca else None,
+            ssl_cert=open_(ssl_settings.cert) if ssl_settings and ssl_settings.cert else None,
+            ssl_key=open_(ssl_settings.key) if ssl_settings and ssl_settings.key else None,
             options=dict(connection.metadata),
         )
+
+
+def reseal(connection: Connection, cipher: CredentialCipher) -> Connection:
+    """The connection with every secret sealed under the cipher's newest key version.
+
+    Secrets already under that version are kept as they are. A secret whose version is no
+    longer configured cannot be opened, so it is kept too (the connection stays unusable
+    until its credentials are written again) and a warning names the version.
+    """
+
+    def fresh(secret: SealedSecret | None) -> SealedSecret | None:
+        if secret is None or secret.key_version == cipher.current_version:
+            return secret
+        try:
+            return cipher.seal(cipher.open(secret))
+        except CredentialKeyMissing as error:
+            log.warning("connection %s: %s", connection.config_name, error.message)
+            return secret
+
+    ssl_settings = connection.ssl
+    if ssl_settings is not None:
+        ssl_settings = SslSettings(
+            mode=ssl_settings.mode,
+            ca=fresh(ssl_settings.ca),
+            cert=fresh(ssl_settings.cert),
+            key=fresh(ssl_settings.key),
+        )
+    return replace(connection, password=fresh(connection.password), ssl=ssl_settings)
+
+
+def needs_reseal(connection: Connection, current_version: str) -> bool:
+    ssl_settings = connection.ssl
+    secrets = [connection.password]
+    if ssl_settings is not None:
+        secrets += [ssl_settings.ca, ssl_settings.cert, ssl_settings.key]
+    return any(s is not None and s.key_version != current_version for s in secrets)

@@ -130,8 +130,15 @@ class InMemoryConnectionRepository(ConnectionRepository):
 
 def _matches(c: Connection, query: ConnectionQuery) -> bool:
     created = c.created_at or datetime.min.replace(tzinfo=UTC)
-    if query.product_name is not None and c.product_name != query.product_name:
+    if query.unassigned:
+        if c.product_name:
+            return False
+    elif query.product_name is not None and c.product_name != query.product_name:
         return False
+    for key, value in query.metadata.items():
+        stored = c.metadata.get(key)
+        if not isinstance(stored, str) or stored != value:
+            return False
     if query.type and c.type.value != query.type.upper():
         return False
     if query.created_from is not None and created < _utc(query.created_from):

@@ -207,8 +207,12 @@ def _live() -> Select[Any]:
 
 def _filters(query: ConnectionQuery) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [_c.deleted_at.is_(None)]
-    if query.product_name is not None:
+    if query.unassigned:
+        conditions.append(or_(_c.product_name == "", _c.product_name.is_(None)))
+    elif query.product_name is not None:
         conditions.append(_c.product_name == query.product_name)
+    for key, value in sorted(query.metadata.items()):
+        conditions.append(_c.metadata[key].as_string() == value)
     if query.type:
         conditions.append(_c.type == query.type.upper())
     if query.created_from is not None:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
@@ -17,6 +17,13 @@ class ConnectionPage:
 
 @dataclass(frozen=True, slots=True)
 class ConnectionQuery:
+    """One page of stored connections, newest first unless ``descending`` is False.
+
+    ``created_from`` and ``created_to`` bound ``created_at`` inclusively; ``metadata`` keeps
+    connections whose metadata value at each key equals the given string; ``unassigned``
+    keeps only connections without a product (``product_name`` is then ignored).
+    """
+
     page: int = 1
     limit: int = 10
     descending: bool = True
@@ -24,6 +31,8 @@ class ConnectionQuery:
     type: str | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    unassigned: bool = False
 
 
 class ConnectionRepository(Protocol):
@@ -31,6 +40,14 @@ class ConnectionRepository(Protocol):
 
     - ``add`` raises ``domain.errors.Conflict`` with code FET-1002 when a non-deleted connection
       already has the config name.
+    - ``update`` writes every field but ``created_at`` when the stored version is
+      ``connection.version - 1`` (optimistic lock). It raises ``EntityNotFound`` when there is
+      no live connection with that id, ``ConcurrencyConflict`` when another change came first,
+      and ``Conflict`` (FET-1002) when the new config name is taken.
+    - ``assign_product`` gives an unowned live connection to a product in one conditional
+      write (exactly one of several concurrent callers wins) and bumps its version; it returns
+      None when the connection is missing, deleted or already owned.
+    - ``soft_delete`` bumps the version too, so caches keyed by version never serve it again.
     - Credentials are stored only as ``SealedSecret`` values; the repository never sees plaintext.
     - Unavailability raises ``domain.errors.Unavailable``.
     """
@@ -42,6 +59,12 @@ class ConnectionRepository(Protocol):
     async def by_config_names(self, names: Sequence[str]) -> dict[str, Connection]: ...
 
     async def list(self, query: ConnectionQuery) -> ConnectionPage: ...
+
+    async def update(self, connection: Connection) -> Connection: ...
+
+    async def assign_product(
+        self, connection_id: UUID, product: str, now: datetime
+    ) -> Connection | None: ...
 
     async def soft_delete(self, connection_id: UUID, now: datetime) -> bool:
         """Returns False when there was no live connection with that id."""

@@ -1,0 +1,229 @@
+"""The host guard, the guarded reader, the token bucket and the schema cache."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from uuid import uuid4
+
+import pytest
+
+from adapters.memory.datasource_reader import InMemoryDatasourceReader, MemoryTable
+from adapters.memory.rate_limiter import InMemoryTokenBucket
+from adapters.memory.schema_cache import InMemorySchemaCache
+from adapters.security.guarded_reader import GuardedDatasourceReader
+from adapters.security.host_guard import NetworkHostGuard, is_blocked_address, system_resolver
+from application.connections import TrustedEndpoint
+from application.errors import DatasourceUnavailable, ForbiddenHost
+from application.ports.schema_cache import SchemaKey
+from domain.connection import DatabaseType, Endpoint
+from domain.schema import Column, Schema, Table, TableRead
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def __call__(self) -> float:
+        return self.value
+
+
+def resolver(table: dict[str, list[str]]):
+    async def resolve(host: str, port: int) -> list[str]:
+        if host not in table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return table[host]
+
+    return resolve
+
+
+# --- host guard -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.1", "169.254.169.254", "0.0.0.0",
+        "100.64.0.1", "192.0.2.10", "198.18.0.1", "198.51.100.7", "203.0.113.9", "224.0.0.1",
+        "240.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fc00::1", "fd12::1", "ff02::1",
+        "2001:db8::1", "100::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a00:1",
+        "::7f00:1",
+    ],
+)  # fmt: skip
+def test_internal_addresses_are_blocked(address):
+    assert is_blocked_address(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "64:ff9b::808:808"])
+def test_public_addresses_are_allowed(address):
+    assert not is_blocked_address(ipaddress.ip_address(address))
+
+
+def test_literal_check_at_write_time_ignores_names():
+    guard = NetworkHostGuard(resolver({}))
+    for host in ("10.1.1.1", "[::1]", " 127.0.0.1 "):
+        with pytest.raises(ForbiddenHost) as caught:
+            guard.check_literal(host)
+        assert caught.value.code == "FET-0414"
+        assert caught.value.message == "Host is not a valid external database endpoint"
+    guard.check_literal("localhost")  # names are checked when dialled
+    guard.check_literal("8.8.8.8")
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost", "LOCALHOST.", "metadata.google.internal", "db.internal", "printer.local",
+        "svc.ns.svc.cluster.local", "169.254.169.254", "", "  ", "10.0.0.1", "rebind.example",
+        "mixed.example",
+    ],
+)  # fmt: skip
+async def test_pin_refuses_blocked_names_and_any_blocked_resolution(host):
+    guard = NetworkHostGuard(
+        resolver({"rebind.example": ["127.0.0.1"], "mixed.example": ["8.8.8.8", "10.0.0.1"]})
+    )
+    with pytest.raises(ForbiddenHost):
+        await guard.pin(host, 5432)
+
+
+async def test_pin_returns_the_checked_address():
+    guard = NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34", "93.184.216.35"]}))
+    assert await guard.pin("DB.example.com.", 5432) == "93.184.216.34"
+    assert await guard.pin("8.8.8.8", 5432) == "8.8.8.8"
+
+
+async def test_pin_refuses_to_dial_a_name_that_does_not_resolve():
+    guard = NetworkHostGuard(resolver({}))
+    with pytest.raises(DatasourceUnavailable):
+        await guard.pin("nowhere.example", 5432)
+
+
+async def test_system_resolver_resolves_loopback_names():
+    assert "127.0.0.1" in await system_resolver("localhost", 5432)
+
+
+# --- guarded reader -------------------------------------------------------------------------
+
+
+def _endpoint(host: str, ssl_mode: str = "", cls=Endpoint) -> Endpoint:
+    return cls(
+        type=DatabaseType.POSTGRESQL,
+        host=host,
+        port=5432,
+        database_name="app",
+        user_name="u",
+        password="p",
+        ssl_mode=ssl_mode,
+    )
+
+
+class Recording(InMemoryDatasourceReader):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hosts: list[str] = []
+
+    async def test(self, endpoint, timeout):
+        self.hosts.append(endpoint.host)
+
+    async def discover(self, endpoint, scope):
+        self.hosts.append(endpoint.host)
+        return Schema(tables={})
+
+
+async def test_guarded_reader_dials_the_address_it_checked():
+    inner = Recording()
+    reader = GuardedDatasourceReader(
+        inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
+    )
+    await reader.test(_endpoint("db.example.com"), 1)
+    await reader.discover(_endpoint("db.example.com", "require"), ())
+    assert inner.hosts == ["93.184.216.34", "93.184.216.34"]
+    with pytest.raises(ForbiddenHost):
+        await reader.test(_endpoint("localhost"), 1)
+    assert len(inner.hosts) == 2
+
+
+async def test_guarded_reader_keeps_the_name_when_tls_verifies_it():
+    inner = Recording()
+    reader = GuardedDatasourceReader(
+        inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
+    )
+    await reader.test(_endpoint("db.example.com", "verify-full"), 1)
+    assert inner.hosts == ["db.example.com"]
+
+
+async def test_guarded_reader_lets_internal_datasources_through():
+    inner = Recording()
+    reader = GuardedDatasourceReader(inner, NetworkHostGuard(resolver({})))
+    await reader.test(_endpoint("10.0.0.5", cls=TrustedEndpoint), 1)
+    assert inner.hosts == ["10.0.0.5"]
+
+
+async def test_guarded_reader_extracts_through_the_pinned_address():
+    inner = InMemoryDatasourceReader()
+    inner.database("93.184.216.34", "app").tables["t"] = MemoryTable(
+        columns=[("id", "integer")], rows=[{"id": 1}]
+    )
+    reader = GuardedDatasourceReader(
+        inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
+    )
+    table = Table(None, "t", (Column("id", "integer"),))
+    chunks = [
+        c
+        async for c in reader.extract(
+            _endpoint("db.example.com"), [TableRead("t", table, table.columns)]
+        )
+    ]
+    assert [c.data for c in chunks] == [b'{"id":1}']
+
+
+# --- token bucket ---------------------------------------------------------------------------
+
+
+async def test_token_bucket_allows_a_burst_then_one_every_six_seconds():
+    ticks = Ticks()
+    bucket = InMemoryTokenBucket(10, 10, now=ticks)
+    assert [await bucket.acquire("a") for _ in range(10)] == [0.0] * 10
+    assert await bucket.acquire("a") == pytest.approx(6.0)
+    assert await bucket.acquire("b") == 0.0
+    ticks.value = 3.0
+    assert await bucket.acquire("a") == pytest.approx(3.0)
+    ticks.value = 6.0
+    assert await bucket.acquire("a") == 0.0
+    assert await bucket.acquire("a") == pytest.approx(6.0)
+
+
+async def test_token_bucket_forgets_full_buckets_beyond_its_key_limit():
+    ticks = Ticks()
+    bucket = InMemoryTokenBucket(10, 10, max_keys=5, now=ticks)
+    for i in range(20):
+        await bucket.acquire(f"k{i}")
+    ticks.value = 60.0
+    await bucket.acquire("last")
+    assert len(bucket._buckets) <= 5
+
+
+# --- schema cache ---------------------------------------------------------------------------
+
+
+async def test_schema_cache_expires_and_drops_per_connection():
+    ticks = Ticks()
+    cache = InMemorySchemaCache(300, now=ticks)
+    first, second = uuid4(), uuid4()
+    schema = Schema(tables={})
+    await cache.put(SchemaKey(first, 1, ("public",)), schema)
+    await cache.put(SchemaKey(first, 2, ()), schema)
+    await cache.put(SchemaKey(second, 1, ()), schema)
+    assert await cache.get(SchemaKey(first, 1, ("public",))) is schema
+    assert await cache.get(SchemaKey(first, 1, ())) is None
+    await cache.drop(first)
+    assert len(cache) == 1
+    ticks.value = 300.0
+    assert await cache.get(SchemaKey(second, 1, ())) is None and len(cache) == 0
+
+
+async def test_schema_cache_stays_bounded():
+    cache = InMemorySchemaCache(300, max_entries=3, now=Ticks())
+    for version in range(10):
+        await cache.put(SchemaKey(uuid4(), version, ()), Schema(tables={}))
+    assert len(cache) == 3
