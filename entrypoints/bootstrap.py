@@ -18,25 +18,36 @@ from adapters.crypto.signing import HmacMessageSigner
 from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.memory.rate_limiter import InMemoryTokenBucket
+from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
+from adapters.security.guarded_reader import GuardedDatasourceReader
+from adapters.security.host_guard import NetworkHostGuard
 from adapters.sql.connections import SqlaConnectionRepository, create_engine_for
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
-from application.commands.manage_connections import RegisterConnection, RemoveConnection
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
-from application.connections import ConnectionDirectory, EndpointFactory
+from application.connections import (
+    ConnectionDirectory,
+    EndpointFactory,
+    InternalTls,
+    internal_id,
+)
 from application.ports.datasource_reader import DatasourceReader
+from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.messaging import JobEventPublisher, WorkQueue
+from application.ports.rate_limiter import RateLimiter
 from application.ports.result_storage import ResultStorage
-from application.queries.connections import GetConnection, ListConnections
+from application.ports.schema_cache import SchemaCache
 from application.queries.get_job import GetJob, GetJobHistory
-from domain.connection import DatabaseType
-from entrypoints.container import ApiServices
+from domain.connection import Connection, DatabaseType, SslSettings
+from entrypoints.connection_settings import InternalDatasource
+from entrypoints.container import ApiServices, connection_services
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
@@ -79,6 +90,10 @@ class Core:
     endpoints: EndpointFactory
     reader: DatasourceReader
     index: JobIndex
+    schema_cache: SchemaCache
+    test_limiter: RateLimiter
+    host_guard: HostGuard | None = None
+    engines: frozenset[DatabaseType] = frozenset({DatabaseType.POSTGRESQL})
     clock: SystemClock = field(default_factory=SystemClock)
     ids: Uuid7Generator = field(default_factory=Uuid7Generator)
 
@@ -91,19 +106,27 @@ class Core:
         return HmacMessageSigner.from_ring(self.ring, "external")
 
     def api_services(self, checks: dict | None = None) -> ApiServices:
-        cipher = self.endpoints.cipher
+        options = self.settings.connections
         return ApiServices(
             request_job=RequestJob(
                 self.store, self.directory, self.endpoints, self.reader, self.clock, self.ids
             ),
             get_job=GetJob(self.store),
             get_job_history=GetJobHistory(self.store),
-            register_connection=RegisterConnection(
-                self.directory.repository, cipher, self.clock, self.ids
+            connections=connection_services(
+                directory=self.directory,
+                endpoints=self.endpoints,
+                reader=self.reader,
+                clock=self.clock,
+                ids=self.ids,
+                jobs=self.index,
+                cache=self.schema_cache,
+                limiter=self.test_limiter,
+                guard=self.host_guard,
+                supported=self.engines,
+                max_page_limit=options.max_pagination_limit,
+                max_months=options.max_pagination_months,
             ),
-            remove_connection=RemoveConnection(self.directory.repository, self.clock),
-            get_connection=GetConnection(self.directory),
-            list_connections=ListConnections(self.directory),
             checks=checks or {"event_store": self.store.check},
             version=self.settings.version,
         )
@@ -127,6 +150,29 @@ class Core:
         )
 
 
+def datasource_engines() -> dict[DatabaseType, DatasourceReader]:
+    """The engine adapter of each database type this build can read."""
+    return {DatabaseType.POSTGRESQL: PostgresReader()}
+
+
+def internal_connection(datasource: InternalDatasource) -> Connection:
+    """An internal datasource as a connection: deterministic id, no product, never stored."""
+    return Connection(
+        id=internal_id(datasource.config_name),
+        product_name="",
+        config_name=datasource.config_name,
+        type=datasource.type,
+        host=datasource.host,
+        port=datasource.port,
+        database_name=datasource.database,
+        user_name=datasource.user,
+        password=None,
+        ssl=SslSettings(mode=datasource.ssl_mode) if datasource.ssl_mode else None,
+        metadata=dict(datasource.options),
+        internal=True,
+    )
+
+
 @contextlib.asynccontextmanager
 async def open_core(settings: Settings) -> AsyncIterator[Core]:
     ring = load_key_ring(settings)
@@ -140,14 +186,34 @@ async def open_core(settings: Settings) -> AsyncIterator[Core]:
         index = SqlaJobIndex(engine)
         await index.create_schema()
         cipher = AesGcmCredentialCipher(ring)
+        options = settings.connections
+        internal = options.internal
+        engines = datasource_engines()
+        reader: DatasourceReader = EngineRegistry(engines)
+        guard = NetworkHostGuard() if options.ssrf_guard else None
+        if guard is not None:
+            reader = GuardedDatasourceReader(reader, guard)
         yield Core(
             settings=settings,
             ring=ring,
             store=store,
-            directory=ConnectionDirectory(repository),
-            endpoints=EndpointFactory(cipher),
-            reader=EngineRegistry({DatabaseType.POSTGRESQL: PostgresReader()}),
+            directory=ConnectionDirectory(
+                repository, {d.config_name: internal_connection(d) for d in internal}
+            ),
+            endpoints=EndpointFactory(
+                cipher,
+                internal_passwords={d.config_name: d.password for d in internal},
+                internal_tls={
+                    d.config_name: InternalTls(d.ssl_ca, d.ssl_cert, d.ssl_key)
+                    for d in internal
+                },
+            ),
+            reader=reader,
             index=index,
+            schema_cache=InMemorySchemaCache(options.schema_cache_ttl_seconds),
+            test_limiter=InMemoryTokenBucket(capacity=10, per_minute=10),
+            host_guard=guard,
+            engines=frozenset(engines),
         )
     finally:
         await store.close()

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from entrypoints.connection_settings import ConnectionSettings, ConnectionSettingsError
+
 
 class SettingsError(Exception):
     pass
@@ -172,6 +174,7 @@ class Settings:
     storage: StorageSettings
     engine: EngineSettings
     version: str
+    connections: ConnectionSettings = field(default_factory=ConnectionSettings)
 
     @property
     def sqlite_path(self) -> Path:
@@ -194,4 +197,12 @@ class Settings:
             storage=StorageSettings.from_env(env),
             engine=EngineSettings.from_env(env),
             version=env.get("VERSION", "").strip() or "0.0.0",
+            connections=_connection_settings(env),
         )
+
+
+def _connection_settings(env: Mapping[str, str]) -> ConnectionSettings:
+    try:
+        return ConnectionSettings.from_env(env, ssrf_guard=_bool(env, "FETCHER_SSRF_GUARD"))
+    except ConnectionSettingsError as error:
+        raise SettingsError(str(error)) from None

@@ -1,25 +1,94 @@
-"""Reading connections: one by id, or a page of them."""
+"""Reading connections: one by id, or a page of them within a creation-date window."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import calendar
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
 from uuid import UUID
 
 from application.connections import ConnectionDirectory
+from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionQuery
 from domain.connection import Connection
-from domain.errors import EntityNotFound
+from domain.errors import EntityNotFound, InvalidRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ListFilter:
+    """A list request as the client gave it (dates are calendar days, UTC)."""
+
+    page: int = 1
+    limit: int = 10
+    descending: bool = True
+    product_name: str | None = None
+    type: str | None = None
+    start_date: date | None = None
+    end_date: date | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+def _months_before(day: date, months: int) -> date:
+    month_index = day.year * 12 + day.month - 1 - months
+    year, month = divmod(month_index, 12)
+    last = calendar.monthrange(year, month + 1)[1]
+    return date(year, month + 1, min(day.day, last))
+
+
+def date_window(
+    start: date | None, end: date | None, today: date, months: int
+) -> tuple[datetime, datetime]:
+    """The ``created_at`` window of reference §2.3, as UTC instants: by default the last
+    ``months`` months up to the end of today; only a start means that one day; only an end
+    starts ``months`` months before today; never wider than ``months`` months (a wider window
+    keeps its end); FET-0409 when the start is after the end. Unlike the reference, the end
+    day is included whole (the reference stops at its midnight)."""
+    if start is None:
+        end = end or today
+        start = _months_before(today, months)
+    elif end is None:
+        end = start
+    if start > end:
+        raise InvalidRequest(
+            "The 'finalDate' cannot be earlier than the 'initialDate'. "
+            "Please verify the dates and try again.",
+            code="FET-0409",
+            title="Invalid Final Date Error",
+        )
+    stop = end + timedelta(days=1)
+    start = max(start, _months_before(stop, months))
+    return datetime.combine(start, time.min, UTC), datetime.combine(stop, time.min, UTC)
+
+
+def stored_query(
+    wanted: ListFilter, clock: Clock, max_months: int, *, unassigned: bool = False
+) -> ConnectionQuery:
+    created_from, created_to = date_window(
+        wanted.start_date, wanted.end_date, clock.now().astimezone(UTC).date(), max_months
+    )
+    return ConnectionQuery(
+        page=wanted.page,
+        limit=wanted.limit,
+        descending=wanted.descending,
+        product_name=None if unassigned else wanted.product_name,
+        type=wanted.type,
+        created_from=created_from,
+        created_to=created_to,
+        metadata=dict(wanted.metadata),
+        unassigned=unassigned,
+    )
 
 
 @dataclass(slots=True)
 class GetConnection:
+    """An internal datasource by its deterministic id, else a stored connection (no product
+    scoping, as in the reference); 404 FET-1001 otherwise."""
+
     directory: ConnectionDirectory
 
     async def __call__(self, connection_id: UUID) -> Connection:
-        for connection in self.directory.internal.values():
-            if connection.id == connection_id:
-                return connection
-        found = await self.directory.repository.get(connection_id)
+        found = await self.directory.by_id(connection_id)
         if found is None:
             raise EntityNotFound("connection")
         return found
@@ -27,13 +96,24 @@ class GetConnection:
 
 @dataclass(slots=True)
 class ListConnections:
-    directory: ConnectionDirectory
+    """A page of stored connections created within the date window, filtered by product
+    (when given), type and metadata values. Page 1 starts with the internal datasources
+    (filtered by type only), which also count in ``total``."""
 
-    async def __call__(self, query: ConnectionQuery) -> ConnectionPage:
-        page = await self.directory.repository.list(query)
-        if query.page != 1:
+    directory: ConnectionDirectory
+    clock: Clock
+    max_months: int = 1
+
+    async def __call__(self, wanted: ListFilter) -> ConnectionPage:
+        page = await self.directory.repository.list(
+            stored_query(wanted, self.clock, self.max_months)
+        )
+        if wanted.page != 1:
             return page
+        kind = wanted.type.upper() if wanted.type else None
         internal = [
-            c for c in self.directory.internal.values() if query.type in (None, c.type.value)
+            c
+            for _, c in sorted(self.directory.internal.items())
+            if kind in (None, c.type.value)
         ]
         return ConnectionPage(items=internal + page.items, total=page.total + len(internal))

@@ -1,24 +1,43 @@
-"""Connection routes (create, list, read, delete)."""
+"""Connection routes (reference §2.4.1-2.4.10): thin — decode, call one use case, encode."""
 
 from __future__ import annotations
 
-from litestar import Controller, Request, delete, get, post
+from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, JSONBody
 
-from application.commands.manage_connections import ConnectionInput
-from application.ports.connection_repository import ConnectionQuery
+from application.commands.connection_input import ConnectionInput, ConnectionPatch, SslInput
+from application.ports.connection_repository import ConnectionPage
+from application.queries.connection_schema import ConnectionSchema
+from application.queries.validate_schema import SchemaIssue
 from application.timefmt import rfc3339nano
 from domain.connection import Connection, normalise_product
 from domain.errors import InvalidRequest
 from entrypoints.container import ApiServices
 from entrypoints.http.jobs import parse_id
-from entrypoints.http.schemas import ConnectionCreate, ConnectionList, ConnectionView, SslView
+from entrypoints.http.list_params import parse_list_filter
+from entrypoints.http.schemas import (
+    ConnectionCreate,
+    ConnectionList,
+    ConnectionSchemaView,
+    ConnectionTestView,
+    ConnectionUpdate,
+    ConnectionView,
+    SchemaColumnView,
+    SchemaInvalid,
+    SchemaIssueView,
+    SchemaTableView,
+    SchemaValid,
+    SslView,
+    ValidateSchemaRequest,
+)
+from entrypoints.http.schemas import SslInput as SslBody
 
-MAX_LIMIT = 100
+ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
 def connection_view(connection: Connection) -> ConnectionView:
+    ssl = connection.ssl
     return ConnectionView(
         id=str(connection.id),
         productName=connection.product_name or None,
@@ -29,33 +48,52 @@ def connection_view(connection: Connection) -> ConnectionView:
         databaseName=connection.database_name,
         schema=connection.schema or None,
         userName=connection.user_name,
-        ssl=SslView(mode=connection.ssl.mode) if connection.ssl and connection.ssl.mode else None,
+        ssl=SslView(mode=ssl.mode) if ssl and ssl.mode else None,
         metadata=dict(connection.metadata) or None,
-        createdAt=rfc3339nano(connection.created_at)
-        if connection.created_at
-        else "0001-01-01T00:00:00Z",
-        updatedAt=rfc3339nano(connection.updated_at)
-        if connection.updated_at
-        else "0001-01-01T00:00:00Z",
+        createdAt=rfc3339nano(connection.created_at) if connection.created_at else ZERO_TIME,
+        updatedAt=rfc3339nano(connection.updated_at) if connection.updated_at else ZERO_TIME,
     )
 
 
-def _query_int(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise InvalidRequest(
-            "One or more query parameters are in an incorrect format. Please check the following "
-            f"parameters '{name}' and ensure they meet the required format before trying again.",
-            code="FET-0405",
-            title="Invalid Query Parameter",
-        )
-    return value
+def _page(result: ConnectionPage, page: int, limit: int) -> ConnectionList:
+    return ConnectionList(
+        items=[connection_view(c) for c in result.items], page=page, limit=limit, total=result.total
+    )
+
+
+def _schema_view(found: ConnectionSchema) -> ConnectionSchemaView:
+    connection = found.connection
+    return ConnectionSchemaView(
+        id=str(connection.id),
+        configName=connection.config_name,
+        databaseName=connection.database_name,
+        type=connection.type.value,
+        tables=[
+            SchemaTableView(
+                name=table.name,
+                fields=[c.name for c in table.columns],
+                columns=[SchemaColumnView(name=c.name, type=c.data_type) for c in table.columns],
+            )
+            for table in found.tables
+        ],
+    )
+
+
+def _issue_view(issue: SchemaIssue) -> SchemaIssueView:
+    return SchemaIssueView(
+        type=issue.type.value, dataSourceId=issue.data_source, table=issue.table, field=issue.field
+    )
+
+
+def _ssl(body: SslBody | None) -> SslInput | None:
+    """An SSL object whose members are all empty counts as absent."""
+    if body is None or not any((body.mode, body.ca, body.cert, body.key)):
+        return None
+    return SslInput(mode=body.mode or "", ca=body.ca, cert=body.cert, key=body.key)
+
+
+def _product(request: Request, *, required: bool) -> str | None:
+    return normalise_product(request.headers.get("x-product-name"), required=required)
 
 
 class ConnectionController(Controller):
@@ -69,13 +107,11 @@ class ConnectionController(Controller):
         request: Request,
         data: JSONBody[ConnectionCreate],
     ) -> ConnectionView:
-        product = normalise_product(request.headers.get("x-product-name"), required=True)
-        assert product is not None
+        product = _product(request, required=True) or ""
         if all(getattr(data, f) in (None, "", {}) for f in data.__struct_fields__):
             raise InvalidRequest("empty request body", code="FET-0001", title="Invalid payload")
-        ssl = data.ssl
-        has_ssl = ssl is not None and any((ssl.mode, ssl.ca, ssl.cert, ssl.key))
-        connection = await services.register_connection(
+        ssl = _ssl(data.ssl)
+        connection = await services.connections.register(
             product,
             ConnectionInput(
                 config_name=data.configName or "",
@@ -86,58 +122,128 @@ class ConnectionController(Controller):
                 user_name=data.userName or "",
                 password=data.password or "",
                 schema=data.schema,
-                ssl_mode=(ssl.mode or "") if has_ssl and ssl else None,
-                ssl_ca=ssl.ca if has_ssl and ssl else None,
-                ssl_cert=ssl.cert if has_ssl and ssl else None,
-                ssl_key=ssl.key if has_ssl and ssl else None,
+                ssl_mode=ssl.mode if ssl else None,
+                ssl_ca=ssl.ca if ssl else None,
+                ssl_cert=ssl.cert if ssl else None,
+                ssl_key=ssl.key if ssl else None,
                 metadata=data.metadata,
             ),
         )
         return connection_view(connection)
 
-    @get("/", summary="List connections")
+    @get("/", summary="List connections (internal datasources first on page 1)")
     async def list_connections(
         self, services: NamedDependency[ApiServices], request: Request
     ) -> ConnectionList:
-        product = normalise_product(request.headers.get("x-product-name"), required=False)
-        limit = _query_int(request, "limit", 10)
-        if limit > MAX_LIMIT:
-            raise InvalidRequest(
-                f"The pagination limit exceeds the maximum allowed of {MAX_LIMIT} items per page. "
-                "Please verify the limit and try again.",
-                code="FET-0406",
-                title="Pagination Limit Exceeded",
-            )
-        page = _query_int(request, "page", 1)
-        order = (request.query_params.get("sortOrder") or "desc").lower()
-        if order not in ("asc", "desc"):
-            raise InvalidRequest(
-                "The 'sort_order' field must be 'asc' or 'desc'. Please provide a valid sort order "
-                "and try again.",
-                code="FET-0407",
-                title="Invalid Sort Order",
-            )
-        kind = (request.query_params.get("type") or "").upper() or None
-        result = await services.list_connections(
-            ConnectionQuery(
-                page=page, limit=limit, descending=order == "desc", product_name=product, type=kind
-            )
+        wanted = parse_list_filter(
+            request.query_params.multi_items(),
+            product=_product(request, required=False),
+            max_limit=services.connections.max_page_limit,
         )
-        return ConnectionList(
-            items=[connection_view(c) for c in result.items],
-            page=page,
-            limit=limit,
-            total=result.total,
+        return _page(await services.connections.list(wanted), wanted.page, wanted.limit)
+
+    @get("/unassigned", summary="List connections without a product")
+    async def list_unassigned(
+        self, services: NamedDependency[ApiServices], request: Request
+    ) -> ConnectionList:
+        wanted = parse_list_filter(
+            request.query_params.multi_items(),
+            product=None,
+            max_limit=services.connections.max_page_limit,
+        )
+        return _page(await services.connections.list_unassigned(wanted), wanted.page, wanted.limit)
+
+    @post(
+        "/validate-schema",
+        status_code=200,
+        summary="Check that datasources, tables and fields exist",
+        description="200 when everything exists, 422 (FET-1060) with the list of issues.",
+    )
+    async def validate_schema(
+        self, services: NamedDependency[ApiServices], data: JSONBody[ValidateSchemaRequest]
+    ) -> Response[SchemaValid | SchemaInvalid]:
+        issues = await services.connections.validate_schema(data.mappedFields)
+        if not issues:
+            return Response(
+                SchemaValid(
+                    status="success",
+                    message=(
+                        "Schema validated successfully. "
+                        "All datasources, tables, and fields exist."
+                    ),
+                )
+            )
+        return Response(
+            SchemaInvalid(
+                title="Schema validation failed",
+                code="FET-1060",
+                message="Schema validation found inconsistencies.",
+                errors=[_issue_view(issue) for issue in issues],
+            ),
+            status_code=422,
         )
 
     @get("/{connection_id:str}", summary="Read a connection")
     async def read(
         self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
     ) -> ConnectionView:
-        return connection_view(await services.get_connection(parse_id(connection_id, "connection")))
+        found = await services.connections.get(parse_id(connection_id, "connection"))
+        return connection_view(found)
+
+    @patch("/{connection_id:str}", summary="Change a connection (partial update)")
+    async def update(
+        self,
+        services: NamedDependency[ApiServices],
+        connection_id: FromPath[str],
+        data: JSONBody[ConnectionUpdate],
+    ) -> ConnectionView:
+        identifier = parse_id(connection_id, "connection")
+        changed = await services.connections.update(
+            identifier,
+            ConnectionPatch(
+                config_name=data.configName,
+                type=data.type,
+                host=data.host,
+                port=data.port,
+                database_name=data.databaseName,
+                schema=data.schema,
+                user_name=data.userName,
+                password=data.password,
+                ssl=_ssl(data.ssl),
+                metadata=data.metadata,
+            ),
+        )
+        return connection_view(changed)
 
     @delete("/{connection_id:str}", status_code=204, summary="Delete a connection (soft)")
     async def remove(
         self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
     ) -> None:
-        await services.remove_connection(parse_id(connection_id, "connection"))
+        await services.connections.remove(parse_id(connection_id, "connection"))
+
+    @post("/{connection_id:str}/test", status_code=200, summary="Dial a connection")
+    async def check(
+        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+    ) -> ConnectionTestView:
+        result = await services.connections.check(parse_id(connection_id, "connection"))
+        return ConnectionTestView(
+            status="success", message="Connection successful", latencyMs=result.latency_ms
+        )
+
+    @get("/{connection_id:str}/schema", summary="Discover a connection's tables now")
+    async def schema(
+        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+    ) -> ConnectionSchemaView:
+        found = await services.connections.schema(parse_id(connection_id, "connection"))
+        return _schema_view(found)
+
+    @post("/{connection_id:str}/assign", status_code=200, summary="Give a connection a product")
+    async def assign(
+        self,
+        services: NamedDependency[ApiServices],
+        request: Request,
+        connection_id: FromPath[str],
+    ) -> ConnectionView:
+        product = _product(request, required=True) or ""
+        identifier = parse_id(connection_id, "connection")
+        return connection_view(await services.connections.assign(identifier, product))

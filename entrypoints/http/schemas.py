@@ -72,6 +72,24 @@ class ConnectionCreate(msgspec.Struct):
         return f"ConnectionCreate(configName={self.configName!r})"
 
 
+class ConnectionUpdate(msgspec.Struct):
+    """A partial update: absent and null members are "not sent"."""
+
+    configName: str | None = None
+    type: str | None = None
+    host: str | None = None
+    port: int | None = None
+    databaseName: str | None = None
+    schema: str | None = None
+    userName: str | None = None
+    password: str | None = None
+    ssl: SslInput | None = None
+    metadata: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"ConnectionUpdate(configName={self.configName!r})"
+
+
 class SslView(msgspec.Struct, omit_defaults=True):
     mode: str | None = None
 
@@ -97,6 +115,56 @@ class ConnectionList(msgspec.Struct):
     page: int
     limit: int
     total: int
+
+
+class ConnectionTestView(msgspec.Struct):
+    status: str
+    message: str
+    latencyMs: int
+
+
+class SchemaColumnView(msgspec.Struct):
+    name: str
+    type: str
+
+
+class SchemaTableView(msgspec.Struct):
+    name: str
+    fields: list[str]
+    columns: list[SchemaColumnView]
+
+
+class ConnectionSchemaView(msgspec.Struct):
+    id: str
+    configName: str
+    databaseName: str
+    type: str
+    tables: list[SchemaTableView]
+
+
+class ValidateSchemaRequest(msgspec.Struct):
+    mappedFields: dict[str, dict[str, list[str]]] | None = None
+
+
+class SchemaIssueView(msgspec.Struct, omit_defaults=True):
+    type: str
+    dataSourceId: str
+    table: str = ""
+    field: str = ""
+
+
+class SchemaValid(msgspec.Struct):
+    status: str
+    message: str
+
+
+class SchemaInvalid(msgspec.Struct):
+    """The 422 body of validate-schema (its own shape in the reference, kept as is)."""
+
+    title: str
+    code: str
+    message: str
+    errors: list[SchemaIssueView]
 
 
 class ErrorBody(msgspec.Struct, omit_defaults=True):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from litestar.testing import AsyncTestClient
 
-from application.commands.manage_connections import RemoveConnection
-from application.queries.connections import GetConnection, ListConnections
+from adapters.memory.job_index import InMemoryJobIndex
+from adapters.memory.rate_limiter import InMemoryTokenBucket
+from adapters.memory.schema_cache import InMemorySchemaCache
 from application.queries.get_job import GetJob, GetJobHistory
-from entrypoints.container import ApiServices
+from entrypoints.container import ApiServices, connection_services
 from entrypoints.http.app import create_app
 from tests.unit.application.conftest import app  # noqa: F401  (fixture)
 
@@ -30,15 +31,20 @@ JOB = {
 
 @pytest.fixture
 async def client(app):  # noqa: F811
-    directory = app.request_job.directory
     services = ApiServices(
         request_job=app.request_job,
         get_job=GetJob(app.store),
         get_job_history=GetJobHistory(app.store),
-        register_connection=app.register,
-        remove_connection=RemoveConnection(app.repository, app.clock),
-        get_connection=GetConnection(directory),
-        list_connections=ListConnections(directory),
+        connections=connection_services(
+            directory=app.request_job.directory,
+            endpoints=app.request_job.endpoints,
+            reader=app.reader,
+            clock=app.clock,
+            ids=app.register.ids,
+            jobs=InMemoryJobIndex(),
+            cache=InMemorySchemaCache(),
+            limiter=InMemoryTokenBucket(),
+        ),
         checks={"event_store": app.store.check},
     )
     async with AsyncTestClient(create_app(services)) as test_client:

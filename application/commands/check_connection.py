@@ -1,0 +1,72 @@
+"""CheckConnection: dial a connection and report the latency (reference §2.4.6)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass
+from uuid import UUID
+
+from application.connections import ConnectionDirectory, ConnectionTestFailed, EndpointFactory
+from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
+from application.ports.datasource_reader import DatasourceReader
+from application.ports.rate_limiter import RateLimiter
+from domain.errors import EntityNotFound, ErrorKind, FetcherError
+
+log = logging.getLogger(__name__)
+
+TEST_TIMEOUT = 10.0
+
+
+class RateLimitExceeded(FetcherError):
+    code = "FET-1043"
+    title = "Rate Limit Exceeded"
+    kind = ErrorKind.RATE_LIMITED
+
+    def __init__(self, wait_seconds: float) -> None:
+        seconds = max(1, math.ceil(wait_seconds))
+        super().__init__(f"Connection test limit reached. Try again in {seconds} seconds.")
+        self.retry_after = seconds
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    latency_ms: int
+
+
+@dataclass(slots=True)
+class CheckConnection:
+    """Opens, pings and closes a connection (internal datasources included) within 10 s.
+
+    Rate limited per connection id before anything else (429 FET-1043 with the wait). Errors:
+    404 FET-1001 for an unknown id; FET-0414 (host guard) and FET-0413 (SSL mode) as they are;
+    a secret sealed under a key version that is no longer configured names that version; any
+    other failure is 500 FET-1041 with the reference's text and a short secret-free cause.
+    """
+
+    directory: ConnectionDirectory
+    endpoints: EndpointFactory
+    reader: DatasourceReader
+    limiter: RateLimiter
+    timeout: float = TEST_TIMEOUT
+
+    async def __call__(self, connection_id: UUID) -> CheckResult:
+        wait = await self.limiter.acquire(str(connection_id))
+        if wait > 0:
+            raise RateLimitExceeded(wait)
+        connection = await self.directory.by_id(connection_id)
+        if connection is None:
+            raise EntityNotFound("connection")
+        endpoint = self.endpoints.endpoint(connection)
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.timeout + 1):
+                await self.reader.test(endpoint, self.timeout)
+        except (ForbiddenHost, InvalidSslMode):
+            raise
+        except (DatasourceError, TimeoutError) as error:
+            log.info("connection %s failed its test: %s", connection.config_name, error)
+            raise ConnectionTestFailed.caused_by(error) from error
+        return CheckResult(latency_ms=int((time.monotonic() - started) * 1000))

@@ -1,0 +1,84 @@
+"""RegisterConnection: validate, seal the credentials, store (reference §2.4.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from application.commands.connection_input import (
+    ConnectionInput,
+    Draft,
+    SslInput,
+    validate_draft,
+)
+from application.ports.clock import Clock, IdGenerator
+from application.ports.connection_repository import ConnectionRepository
+from application.ports.credential_cipher import CredentialCipher
+from application.ports.host_guard import HostGuard
+from domain.connection import Connection, DatabaseType, SslSettings
+
+ALL_TYPES = frozenset(DatabaseType)
+
+
+def sealed_ssl(cipher: CredentialCipher, ssl: SslInput | None) -> SslSettings | None:
+    """The SSL block with its CA, certificate and key sealed under the newest key."""
+    if ssl is None or not ssl.mode:
+        return None
+    return SslSettings(
+        mode=ssl.mode,
+        ca=cipher.seal(ssl.ca) if ssl.ca else None,
+        cert=cipher.seal(ssl.cert) if ssl.cert else None,
+        key=cipher.seal(ssl.key) if ssl.key else None,
+    )
+
+
+@dataclass(slots=True)
+class RegisterConnection:
+    """Creates a connection owned by ``product`` (already normalised). The password and the
+    SSL CA, certificate and key are sealed with the newest key version; the connection is not
+    dialled. A duplicate live config name raises FET-1002; an IP literal in a blocked range
+    raises FET-0414 when the host guard is on."""
+
+    repository: ConnectionRepository
+    cipher: CredentialCipher
+    clock: Clock
+    ids: IdGenerator
+    guard: HostGuard | None = None
+    supported: Collection[DatabaseType] = ALL_TYPES
+
+    async def __call__(self, product: str, data: ConnectionInput) -> Connection:
+        ssl = data.ssl
+        db_type = validate_draft(
+            Draft(
+                config_name=data.config_name.strip(),
+                type=data.type.strip(),
+                host=data.host.strip(),
+                port=data.port,
+                database_name=data.database_name.strip(),
+                user_name=data.user_name.strip(),
+                has_password=bool(data.password),
+                ssl_mode=ssl.mode if ssl else None,
+            ),
+            self.supported,
+        )
+        if self.guard is not None:
+            self.guard.check_literal(data.host.strip())
+        now = self.clock.now()
+        connection = Connection(
+            id=self.ids.new_id(),
+            product_name=product,
+            config_name=data.config_name.strip(),
+            type=db_type,
+            host=data.host.strip(),
+            port=data.port,
+            database_name=data.database_name.strip(),
+            user_name=data.user_name.strip(),
+            password=self.cipher.seal(data.password),
+            schema=data.schema or None,
+            ssl=sealed_ssl(self.cipher, ssl),
+            metadata=dict(data.metadata or {}),
+            created_at=now,
+            updated_at=now,
+        )
+        await self.repository.add(connection)
+        return connection

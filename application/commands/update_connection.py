@@ -1,0 +1,103 @@
+"""UpdateConnection: the partial update of reference §2.4.4."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+from uuid import UUID
+
+from application.commands.connection_input import (
+    ConnectionPatch,
+    Draft,
+    check_sent_fields,
+    validate_draft,
+)
+from application.commands.register_connection import ALL_TYPES, sealed_ssl
+from application.connections import ConnectionInUse, reseal
+from application.ports.clock import Clock
+from application.ports.connection_repository import ConnectionRepository
+from application.ports.credential_cipher import CredentialCipher
+from application.ports.host_guard import HostGuard
+from application.ports.job_index import JobIndex
+from application.ports.schema_cache import SchemaCache
+from domain.connection import Connection, DatabaseType
+from domain.errors import EntityNotFound, InvalidRequest
+
+
+def _text(sent: str | None, current: str) -> str:
+    return current if sent is None else sent.strip()
+
+
+@dataclass(slots=True)
+class UpdateConnection:
+    """Applies a patch to a stored connection and bumps its version.
+
+    Order: the sent fields are checked, the connection loaded (404), the job gate applied
+    (409 FET-1021 while a pending or processing job reads it), the patch applied and the whole
+    connection validated, then written with an optimistic lock. Scalars replace, ``metadata``
+    replaces the whole object, an SSL block with a mode replaces the whole stored block (a block
+    without a mode changes nothing). A new password is sealed; every secret still sealed under
+    an older key version is sealed again under the newest one. The product cannot change here.
+    Cached schemas of the connection are dropped.
+    """
+
+    repository: ConnectionRepository
+    cipher: CredentialCipher
+    clock: Clock
+    jobs: JobIndex
+    cache: SchemaCache | None = None
+    guard: HostGuard | None = None
+    supported: Collection[DatabaseType] = ALL_TYPES
+
+    async def __call__(self, connection_id: UUID, patch: ConnectionPatch) -> Connection:
+        if patch.is_empty:
+            raise InvalidRequest("empty request body", code="FET-0001", title="Invalid payload")
+        check_sent_fields(
+            config_name=patch.config_name,
+            type_=patch.type,
+            host=patch.host,
+            port=patch.port,
+            guard=self.guard,
+        )
+        current = await self.repository.get(connection_id)
+        if current is None:
+            raise EntityNotFound("connection")
+        if await self.jobs.is_connection_in_use(current.config_name):
+            raise ConnectionInUse("cannot update connection with active jobs")
+        changed = self._apply(current, patch)
+        saved = await self.repository.update(changed)
+        if self.cache is not None:
+            await self.cache.drop(connection_id)
+        return saved
+
+    def _apply(self, current: Connection, patch: ConnectionPatch) -> Connection:
+        sent_ssl = patch.ssl if patch.ssl is not None and patch.ssl.mode else None
+        ssl_mode = sent_ssl.mode if sent_ssl else (current.ssl.mode if current.ssl else None)
+        draft = Draft(
+            config_name=_text(patch.config_name, current.config_name),
+            type=_text(patch.type, current.type.value).upper(),
+            host=_text(patch.host, current.host),
+            port=current.port if patch.port is None else patch.port,
+            database_name=_text(patch.database_name, current.database_name),
+            user_name=_text(patch.user_name, current.user_name),
+            has_password=bool(patch.password) or current.password is not None,
+            ssl_mode=ssl_mode,
+        )
+        db_type = validate_draft(draft, self.supported)
+        changed = replace(
+            current,
+            config_name=draft.config_name,
+            type=db_type,
+            host=draft.host,
+            port=draft.port,
+            database_name=draft.database_name,
+            user_name=draft.user_name,
+            schema=(patch.schema or None) if patch.schema is not None else current.schema,
+            ssl=sealed_ssl(self.cipher, sent_ssl) if sent_ssl else current.ssl,
+            metadata=dict(patch.metadata) if patch.metadata is not None else current.metadata,
+            updated_at=self.clock.now(),
+            version=current.version + 1,
+        )
+        if patch.password:
+            changed = replace(changed, password=self.cipher.seal(patch.password))
+        return reseal(changed, self.cipher)

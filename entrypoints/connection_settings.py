@@ -1,0 +1,144 @@
+"""Settings of connection management: internal datasources (``DATASOURCE_<X>_*``), the schema
+cache, the SSRF guard and list pagination. Read once by ``Settings.from_env``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from domain.connection import SSL_MODES, DatabaseType, is_valid_config_name
+
+DEFAULT_PORTS = {
+    DatabaseType.POSTGRESQL: 5432,
+    DatabaseType.MYSQL: 3306,
+    DatabaseType.SQL_SERVER: 1433,
+    DatabaseType.ORACLE: 1521,
+    DatabaseType.MONGODB: 27017,
+}
+_CONFIG_NAME_VAR = re.compile(r"^(DATASOURCE_.+)_CONFIG_NAME$")
+
+
+class ConnectionSettingsError(ValueError):
+    """An invalid connection setting; the message names the variable, never a secret."""
+
+
+@dataclass(frozen=True, slots=True)
+class InternalDatasource:
+    """A datasource the operator configures in the environment (reference §3.6, any name)."""
+
+    config_name: str
+    type: DatabaseType
+    host: str
+    port: int
+    database: str
+    user: str = ""
+    password: str = field(default="", repr=False)
+    ssl_mode: str = ""
+    ssl_ca: str | None = field(default=None, repr=False)
+    ssl_cert: str | None = field(default=None, repr=False)
+    ssl_key: str | None = field(default=None, repr=False)
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+def _positive(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConnectionSettingsError(f"{name} must be an integer, got {raw!r}") from None
+    if value <= 0:
+        raise ConnectionSettingsError(f"{name} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _options(prefix: str, raw: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in raw.split("&"):
+        if not pair.strip():
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConnectionSettingsError(f"{prefix}_OPTIONS must be k=v pairs joined by '&'")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def _internal(env: Mapping[str, str], prefix: str) -> InternalDatasource:
+    def get(suffix: str) -> str:
+        return env.get(f"{prefix}_{suffix}", "").strip()
+
+    name = get("CONFIG_NAME")
+    if not is_valid_config_name(name) or not 3 <= len(name) <= 100:
+        raise ConnectionSettingsError(
+            f"{prefix}_CONFIG_NAME must be 3-100 letters, digits, '_' or '-'"
+        )
+    kind = get("TYPE").upper()
+    if kind not in DatabaseType.__members__:
+        raise ConnectionSettingsError(
+            f"{prefix}_TYPE must be one of postgresql, mysql, oracle, sql_server, mongodb"
+        )
+    db_type = DatabaseType[kind]
+    for suffix in ("HOST", "DATABASE"):
+        if not get(suffix):
+            raise ConnectionSettingsError(f"{prefix}_{suffix} is required")
+    port = _positive(env, f"{prefix}_PORT", DEFAULT_PORTS[db_type])
+    if port > 65535:
+        raise ConnectionSettingsError(f"{prefix}_PORT must be between 1 and 65535")
+    ssl_mode = get("SSLMODE")
+    if ssl_mode and ssl_mode not in SSL_MODES[db_type]:
+        allowed = ", ".join(sorted(SSL_MODES[db_type]))
+        raise ConnectionSettingsError(f"{prefix}_SSLMODE must be one of {allowed}")
+    return InternalDatasource(
+        config_name=name,
+        type=db_type,
+        host=get("HOST"),
+        port=port,
+        database=get("DATABASE"),
+        user=get("USER"),
+        password=env.get(f"{prefix}_PASSWORD", ""),
+        ssl_mode=ssl_mode,
+        ssl_ca=env.get(f"{prefix}_SSL_CA") or None,
+        ssl_cert=env.get(f"{prefix}_SSL_CERT") or None,
+        ssl_key=env.get(f"{prefix}_SSL_KEY") or None,
+        options=_options(prefix, get("OPTIONS")),
+    )
+
+
+def internal_datasources(env: Mapping[str, str]) -> tuple[InternalDatasource, ...]:
+    """Every ``DATASOURCE_<X>_CONFIG_NAME`` entry, in variable-name order. Entries with an
+    empty config name are ignored; an invalid entry or a repeated config name is an error."""
+    found: dict[str, InternalDatasource] = {}
+    for variable in sorted(env):
+        match = _CONFIG_NAME_VAR.match(variable)
+        if match is None or not env[variable].strip():
+            continue
+        datasource = _internal(env, match.group(1))
+        if datasource.config_name in found:
+            raise ConnectionSettingsError(
+                f"{variable}: config name '{datasource.config_name}' is configured twice"
+            )
+        found[datasource.config_name] = datasource
+    return tuple(found.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    schema_cache_ttl_seconds: int = 300
+    ssrf_guard: bool = False
+    """``FETCHER_SSRF_GUARD``: refuse internal and private destinations (multi-tenant use)."""
+    max_pagination_limit: int = 100
+    max_pagination_months: int = 1
+    internal: tuple[InternalDatasource, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], *, ssrf_guard: bool) -> ConnectionSettings:
+        return cls(
+            schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),
+            ssrf_guard=ssrf_guard,
+            max_pagination_limit=_positive(env, "MAX_PAGINATION_LIMIT", 100),
+            max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),
+            internal=internal_datasources(env),
+        )

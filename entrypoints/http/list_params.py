@@ -1,0 +1,114 @@
+"""Query parameters of the connection lists (reference §2.3)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable
+from datetime import date
+
+from application.queries.connections import ListFilter
+from domain.errors import InvalidRequest
+
+MAX_KEY_LENGTH = 64
+MAX_VALUE_LENGTH = 256
+
+
+def invalid_parameter(name: str) -> InvalidRequest:
+    return InvalidRequest(
+        "One or more query parameters are in an incorrect format. Please check the following "
+        f"parameters '{name}' and ensure they meet the required format before trying again.",
+        code="FET-0405",
+        title="Invalid Query Parameter",
+    )
+
+
+def _positive(params: dict[str, str], name: str, default: int) -> int:
+    raw = params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise invalid_parameter(name) from None
+    if value < 1:
+        raise invalid_parameter(name)
+    return value
+
+
+def _check_cursor(raw: str) -> None:
+    try:
+        decoded = json.loads(base64.b64decode(raw, validate=True))
+    except (binascii.Error, ValueError):
+        raise invalid_parameter("cursor") from None
+    if not (
+        isinstance(decoded, dict)
+        and isinstance(decoded.get("id"), str)
+        and isinstance(decoded.get("points_next"), bool)
+    ):
+        raise invalid_parameter("cursor")
+
+
+def _date(raw: str | None) -> date | None:
+    if raw is None:
+        return None
+    try:
+        if len(raw) != 10:
+            raise ValueError(raw)
+        return date.fromisoformat(raw)
+    except ValueError:
+        raise InvalidRequest(
+            "The 'initialDate', 'finalDate', or both are in the incorrect format. "
+            "Please use the 'yyyy-mm-dd' format and try again.",
+            code="FET-0408",
+            title="Invalid Date Format Error",
+        ) from None
+
+
+def parse_list_filter(
+    items: Iterable[tuple[str, str]], *, product: str | None, max_limit: int
+) -> ListFilter:
+    """Empty values are ignored; keys starting with ``$`` or ``_``, keys over 64 characters and
+    values over 256 are refused (FET-0405); ``limit`` over ``max_limit`` is FET-0406, a bad
+    ``sortOrder`` FET-0407, a bad date FET-0408. ``cursor`` is checked, then ignored."""
+    params: dict[str, str] = {}
+    metadata: dict[str, str] = {}
+    for key, value in items:
+        if value == "":
+            continue
+        if key.startswith(("$", "_")) or len(key) > MAX_KEY_LENGTH or len(value) > MAX_VALUE_LENGTH:
+            raise invalid_parameter(key)
+        if key.startswith("metadata.") and len(key) > len("metadata."):
+            metadata[key.removeprefix("metadata.")] = value
+        params.setdefault(key, value)
+    limit = _positive(params, "limit", 10)
+    if limit > max_limit:
+        raise InvalidRequest(
+            f"The pagination limit exceeds the maximum allowed of {max_limit} items per page. "
+            "Please verify the limit and try again.",
+            code="FET-0406",
+            title="Pagination Limit Exceeded",
+        )
+    page = _positive(params, "page", 1)
+    order = params.get("sortOrder", "desc").lower()
+    if order not in ("asc", "desc"):
+        raise InvalidRequest(
+            "The 'sort_order' field must be 'asc' or 'desc'. Please provide a valid sort order "
+            "and try again.",
+            code="FET-0407",
+            title="Invalid Sort Order",
+        )
+    if "cursor" in params:
+        _check_cursor(params["cursor"])
+    kind = params.get("type")
+    return ListFilter(
+        page=page,
+        limit=limit,
+        descending=order == "desc",
+        product_name=product,
+        type=kind.upper() if kind else None,
+        start_date=_date(params.get("startDate")),
+        end_date=_date(params.get("endDate")),
+        metadata=metadata,
+    )

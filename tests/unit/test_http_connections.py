@@ -1,0 +1,409 @@
+"""The connection API over HTTP on in-memory adapters: every status and code."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+from dataclasses import replace
+from uuid import UUID, uuid4
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from adapters.memory.datasource_reader import MemoryTable
+from adapters.security.host_guard import NetworkHostGuard
+from application.connections import internal_id
+from application.errors import DatasourceError, DatasourceUnavailable, ForbiddenHost
+from application.queries.get_job import GetJob, GetJobHistory
+from domain.connection import Connection, DatabaseType
+from entrypoints.container import ApiServices
+from entrypoints.http.app import create_app
+from tests.unit.application.conftest import app  # noqa: F401  (fixture)
+from tests.unit.application.connection_kit import make_kit
+
+BASE = "/v1/management/connections"
+PRODUCT = {"X-Product-Name": " Payments "}
+BODY = {
+    "configName": "pgsql",
+    "type": "POSTGRESQL",
+    "host": "db.local",
+    "port": 5432,
+    "databaseName": "pgsql",
+    "userName": "reader",
+    "password": "very secret @:/?#",
+}
+LEDGER_ID = internal_id("ledger")
+CONNECT_FAILED = (
+    "The adapter failed to connect to the target data source. Check credentials and network access."
+)
+
+
+def _ledger() -> Connection:
+    return Connection(
+        id=LEDGER_ID,
+        product_name="",
+        config_name="ledger",
+        type=DatabaseType.POSTGRESQL,
+        host="db.local",
+        port=5432,
+        database_name="pgsql",
+        user_name="ledger",
+        password=None,
+        internal=True,
+    )
+
+
+@pytest.fixture
+def kit(app):  # noqa: F811
+    return make_kit(
+        app,
+        internal={"ledger": _ledger()},
+        internal_passwords={"ledger": "env"},
+        guard=NetworkHostGuard(),
+    )
+
+
+@pytest.fixture
+async def client(app, kit):  # noqa: F811
+    services = ApiServices(
+        request_job=app.request_job,
+        get_job=GetJob(app.store),
+        get_job_history=GetJobHistory(app.store),
+        connections=kit.services,
+    )
+    async with AsyncTestClient(create_app(services)) as test_client:
+        yield test_client
+
+
+def assert_error(response, status, code, message=None):
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["code"] == code, body
+    assert set(body) <= {"code", "title", "message", "fields"}
+    if message is not None:
+        assert body["message"] == message
+    return body
+
+
+async def create(client, **changes):
+    response = await client.post(BASE, json={**BODY, **changes}, headers=PRODUCT)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+# --- create ---------------------------------------------------------------------------------
+
+
+async def test_create_returns_201_without_secrets(client):
+    response = await client.post(
+        BASE,
+        json={**BODY, "ssl": {"mode": "verify-full", "ca": "CA PEM", "key": "KEY"}},
+        headers=PRODUCT,
+    )
+    assert response.status_code == 201
+    body = response.json()
+    assert list(body) == [
+        "id", "productName", "configName", "type", "host", "port", "databaseName", "userName",
+        "ssl", "createdAt", "updatedAt",
+    ]  # fmt: skip
+    assert body["productName"] == "payments" and body["ssl"] == {"mode": "verify-full"}
+    for secret in ("very secret", "CA PEM", "KEY", "password"):
+        assert secret not in response.text
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({}, "X-Product-Name header is required and must not be empty"),
+        ({"X-Product-Name": "  "}, "X-Product-Name header is required and must not be empty"),
+        ({"X-Product-Name": "a" * 101}, "X-Product-Name must not exceed 100 characters"),
+        (
+            {"X-Product-Name": "pay ments"},
+            "X-Product-Name can only contain alphanumeric characters, underscores, and hyphens",
+        ),
+    ],
+)
+async def test_create_validates_the_product_header(client, headers, message):
+    assert_error(await client.post(BASE, json=BODY, headers=headers), 400, "FET-0403", message)
+
+
+async def test_create_errors(client):
+    assert_error(
+        await client.post(BASE, json={}, headers=PRODUCT), 400, "FET-0001", "empty request body"
+    )
+    assert_error(
+        await client.post(
+            BASE, content=b"[", headers={**PRODUCT, "Content-Type": "application/json"}
+        ),
+        400,
+        "FET-0001",
+        "unable to parse request body",
+    )
+    body = assert_error(
+        await client.post(BASE, json={**BODY, "ssl": {"mode": "true"}}, headers=PRODUCT),
+        400,
+        "FET-0001",
+    )
+    assert body["fields"]["ssl.mode"].startswith("FET-0413 - Invalid SSL mode.")
+    body = assert_error(
+        await client.post(BASE, json={**BODY, "ssl": {"ca": "x"}}, headers=PRODUCT), 400, "FET-0402"
+    )
+    assert body["fields"] == {"ssl.mode": "SSL mode is required"}
+    assert_error(
+        await client.post(BASE, json={**BODY, "host": "169.254.169.254"}, headers=PRODUCT),
+        400,
+        "FET-0414",
+        "Host is not a valid external database endpoint",
+    )
+    await create(client)
+    assert_error(await client.post(BASE, json=BODY, headers=PRODUCT), 409, "FET-1002")
+
+
+# --- read and list --------------------------------------------------------------------------
+
+
+async def test_read_a_stored_and_an_internal_connection(client):
+    created = await create(client)
+    assert (await client.get(f"{BASE}/{created['id']}")).json() == created
+    ledger = (await client.get(f"{BASE}/{LEDGER_ID}")).json()
+    assert ledger["configName"] == "ledger" and "productName" not in ledger
+    assert ledger["createdAt"] == "0001-01-01T00:00:00Z"
+    assert_error(await client.get(f"{BASE}/nope"), 400, "FET-0404", "invalid connection id")
+    assert_error(await client.get(f"{BASE}/{uuid4()}"), 404, "FET-1001")
+
+
+async def test_list_envelope_with_internal_datasources_first(client):
+    await create(client)
+    await create(client, configName="other", metadata={"team": "risk"})
+    body = (await client.get(BASE, params={"limit": 1})).json()
+    assert [i["configName"] for i in body["items"]] == ["ledger", "other"]
+    assert (body["page"], body["limit"], body["total"]) == (1, 1, 3)
+    page2 = (await client.get(BASE, params={"limit": 1, "page": 2})).json()
+    assert [i["configName"] for i in page2["items"]] == ["pgsql"] and page2["total"] == 2
+    filtered = (
+        await client.get(BASE, params={"metadata.team": "risk", "type": "postgresql"})
+    ).json()
+    assert [i["configName"] for i in filtered["items"]] == ["ledger", "other"]
+    by_product = await client.get(BASE, headers={"X-Product-Name": "billing"})
+    assert [i["configName"] for i in by_product.json()["items"]] == ["ledger"]
+    assert (await client.get(BASE, params={"type": "MONGODB"})).json()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "code"),
+    [
+        ({"limit": "ten"}, 400, "FET-0405"),
+        ({"limit": "0"}, 400, "FET-0405"),
+        ({"page": "0"}, 400, "FET-0405"),
+        ({"$where": "1"}, 400, "FET-0405"),
+        ({"_id": "1"}, 400, "FET-0405"),
+        ({"k" * 65: "1"}, 400, "FET-0405"),
+        ({"note": "v" * 257}, 400, "FET-0405"),
+        ({"cursor": "not base64!"}, 400, "FET-0405"),
+        ({"limit": "101"}, 400, "FET-0406"),
+        ({"sortOrder": "up"}, 400, "FET-0407"),
+        ({"startDate": "2026-13-01"}, 400, "FET-0408"),
+        ({"endDate": "29/11/2026"}, 400, "FET-0408"),
+        ({"startDate": "2026-11-20", "endDate": "2026-11-10"}, 400, "FET-0409"),
+    ],
+)
+async def test_list_rejects_bad_query_parameters(client, params, status, code):
+    assert_error(await client.get(BASE, params=params), status, code)
+    assert_error(await client.get(f"{BASE}/unassigned", params=params), status, code)
+
+
+async def test_list_accepts_valid_cursor_sort_and_dates(client):
+    await create(client)
+    cursor = base64.b64encode(json.dumps({"id": "x", "points_next": True}).encode()).decode()
+    params = {
+        "cursor": cursor, "sortOrder": "ASC", "startDate": "2026-11-29", "endDate": "2026-11-29",
+        "limit": "", "host": "ignored",
+    }  # fmt: skip
+    body = (await client.get(BASE, params=params)).json()
+    assert [i["configName"] for i in body["items"]] == ["ledger", "pgsql"]
+    assert_error(await client.get(BASE, headers={"X-Product-Name": " "}), 400, "FET-0403")
+    message = (
+        "The pagination limit exceeds the maximum allowed of 100 items per page. "
+        "Please verify the limit and try again."
+    )
+    assert_error(await client.get(BASE, params={"limit": 500}), 400, "FET-0406", message)
+
+
+async def test_unassigned_and_assign(client, app):  # noqa: F811
+    created = await create(client)
+    stored = await app.repository.get(UUID(created["id"]))
+    legacy = replace(stored, id=uuid4(), config_name="legacy", product_name="")
+    await app.repository.add(legacy)
+    listed = (await client.get(f"{BASE}/unassigned", headers=PRODUCT)).json()
+    assert [i["configName"] for i in listed["items"]] == ["legacy"] and listed["total"] == 1
+    path = f"{BASE}/{legacy.id}/assign"
+    assert_error(await client.post(path), 400, "FET-0403")
+    assigned = await client.post(path, headers={"X-Product-Name": "Billing"})
+    assert assigned.status_code == 200 and assigned.json()["productName"] == "billing"
+    assert_error(await client.post(path, headers=PRODUCT), 409, "FET-1015")
+    assert_error(await client.post(f"{BASE}/{uuid4()}/assign", headers=PRODUCT), 404, "FET-1001")
+    assert_error(await client.post(f"{BASE}/x/assign", headers=PRODUCT), 400, "FET-0404")
+    assert (await client.get(f"{BASE}/unassigned")).json()["total"] == 0
+
+
+# --- patch and delete -----------------------------------------------------------------------
+
+
+async def test_patch(client):
+    created = await create(client, ssl={"mode": "verify-full", "ca": "CA"})
+    path = f"{BASE}/{created['id']}"
+    changed = await client.patch(path, json={"port": 6543, "ssl": {"mode": "require"}})
+    assert changed.status_code == 200, changed.text
+    body = changed.json()
+    assert body["port"] == 6543 and body["ssl"] == {"mode": "require"}
+    assert body["createdAt"] == created["createdAt"]
+    assert_error(await client.patch(path, json={}), 400, "FET-0001", "empty request body")
+    assert_error(await client.patch(path, json={"ssl": {}}), 400, "FET-0001", "empty request body")
+    assert_error(await client.patch(path, json={"host": "127.0.0.1"}), 400, "FET-0414")
+    assert_error(await client.patch(path, json={"configName": "x"}), 400, "FET-0001")
+    assert_error(await client.patch(f"{BASE}/x", json={"port": 1}), 400, "FET-0404")
+    assert_error(await client.patch(f"{BASE}/{uuid4()}", json={"port": 1}), 404, "FET-1001")
+    assert_error(await client.patch(f"{BASE}/{LEDGER_ID}", json={"port": 1}), 404, "FET-1001")
+    await create(client, configName="taken")
+    assert_error(await client.patch(path, json={"configName": "taken"}), 409, "FET-1002")
+
+
+async def test_delete(client):
+    created = await create(client)
+    path = f"{BASE}/{created['id']}"
+    deleted = await client.delete(path)
+    assert deleted.status_code == 204 and deleted.content == b""
+    assert_error(await client.delete(path), 404, "FET-1001")
+    assert_error(await client.delete(f"{BASE}/{LEDGER_ID}"), 404, "FET-1001")
+    assert_error(await client.delete(f"{BASE}/nope"), 400, "FET-0404")
+
+
+async def test_patch_and_delete_wait_for_active_jobs(client, app, kit):  # noqa: F811
+    created = await create(client)
+    job = {"dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}}}
+    response = await client.post("/v1/fetcher", json={**job, "metadata": {"source": "Payments"}})
+    assert response.status_code == 202, response.text  # source matches after normalisation
+    await kit.project_jobs()
+    path = f"{BASE}/{created['id']}"
+    message = "cannot update connection with active jobs"
+    assert_error(await client.patch(path, json={"port": 1}), 409, "FET-1021", message)
+    message = "cannot delete connection with active jobs"
+    assert_error(await client.delete(path), 409, "FET-1021", message)
+
+
+# --- test, schema, validate-schema ----------------------------------------------------------
+
+
+async def test_connection_test(client, kit):
+    created = await create(client)
+    path = f"{BASE}/{created['id']}/test"
+    response = await client.post(path)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "success" and body["message"] == "Connection successful"
+    assert isinstance(body["latencyMs"], int)
+    assert (await client.post(f"{BASE}/{LEDGER_ID}/test")).status_code == 200
+    assert_error(await client.post(f"{BASE}/nope/test"), 400, "FET-0404")
+    assert_error(await client.post(f"{BASE}/{uuid4()}/test"), 404, "FET-1001")
+    kit.reader.errors["test"] = ForbiddenHost()
+    assert_error(await client.post(path), 400, "FET-0414")
+    kit.reader.errors["test"] = DatasourceUnavailable("failed to connect to datasource")
+    body = assert_error(await client.post(path), 500, "FET-1041", CONNECT_FAILED)
+    assert body["title"] == "Database Connection Error"
+    for _ in range(7):
+        await client.post(path)
+    body = assert_error(
+        await client.post(path),
+        429,
+        "FET-1043",
+        "Connection test limit reached. Try again in 6 seconds.",
+    )
+    assert body["title"] == "Rate Limit Exceeded"
+
+
+async def test_connection_test_names_a_tls_failure(client, kit):
+    created = await create(client)
+    error = DatasourceUnavailable("failed to connect to datasource")
+    error.__cause__ = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    kit.reader.errors["test"] = error
+    body = assert_error(await client.post(f"{BASE}/{created['id']}/test"), 500, "FET-1041")
+    assert (
+        body["message"] == CONNECT_FAILED + " Cause: the server certificate could not be verified."
+    )
+
+
+async def test_schema(client, app, kit):  # noqa: F811
+    created = await create(client)
+    app.reader.database("db.local", "pgsql").tables["sales.orders"] = MemoryTable(
+        columns=[("total", "numeric"), ("id", "bigint")]
+    )
+    response = await client.get(f"{BASE}/{created['id']}/schema")
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["id"], body["configName"], body["databaseName"], body["type"]) == (
+        created["id"], "pgsql", "pgsql", "POSTGRESQL",
+    )  # fmt: skip
+    assert [t["name"] for t in body["tables"]] == ["accounts", "empty", "sales.orders"]
+    assert body["tables"][2] == {
+        "name": "sales.orders",
+        "fields": ["id", "total"],
+        "columns": [{"name": "id", "type": "bigint"}, {"name": "total", "type": "numeric"}],
+    }
+    assert (await client.get(f"{BASE}/{LEDGER_ID}/schema")).status_code == 200
+    assert_error(await client.get(f"{BASE}/{uuid4()}/schema"), 404, "FET-1001")
+    kit.reader.errors["discover"] = DatasourceUnavailable("failed to connect to datasource")
+    assert_error(await client.get(f"{BASE}/{created['id']}/schema"), 500, "FET-1041")
+    kit.reader.errors["discover"] = DatasourceError("boom", stage="discover")
+    body = assert_error(
+        await client.get(f"{BASE}/{created['id']}/schema"),
+        500,
+        "FET-1042",
+        "Failed to retrieve database schema information.",
+    )
+    assert body["title"] == "Schema Retrieval Error"
+
+
+async def test_validate_schema(client, app):  # noqa: F811
+    await create(client)
+    await create(client, configName="down", host="down.local")
+    path = f"{BASE}/validate-schema"
+    ok = await client.post(path, json={"mappedFields": {"pgsql": {"public.accounts": ["*"]}}})
+    assert ok.status_code == 200
+    assert ok.json() == {
+        "status": "success",
+        "message": "Schema validated successfully. All datasources, tables, and fields exist.",
+    }
+    request = {
+        "mappedFields": {
+            "zz": {"t": ["a"]},
+            "pgsql": {"accounts": ["nope", "id"], "ghost": ["id"]},
+            "down": {"t": ["a"]},
+        }
+    }
+    failed = await client.post(path, json=request)
+    assert failed.status_code == 422
+    assert failed.json() == {
+        "title": "Schema validation failed",
+        "code": "FET-1060",
+        "message": "Schema validation found inconsistencies.",
+        "errors": [
+            {"type": "DATA_SOURCE_DOWN", "dataSourceId": "down"},
+            {
+                "type": "FIELD_NOT_FOUND",
+                "dataSourceId": "pgsql",
+                "table": "accounts",
+                "field": "nope",
+            },
+            {"type": "TABLE_NOT_FOUND", "dataSourceId": "pgsql", "table": "ghost"},
+            {"type": "DATA_SOURCE_NOT_FOUND", "dataSourceId": "zz"},
+        ],
+    }
+    assert list(failed.json()) == ["title", "code", "message", "errors"]
+    assert_error(await client.post(path, json={}), 400, "FET-0402")
+    assert_error(await client.post(path, json={"mappedFields": {}}), 400, "FET-0401")
+    many = {"mappedFields": {f"d{i}": {"t": ["a"]} for i in range(11)}}
+    assert_error(await client.post(path, json=many), 400, "FET-1061")
+    nothing = {"mappedFields": {"ghost": {"t": ["a"]}}}
+    assert_error(await client.post(path, json=nothing), 400, "FET-1062")
+    assert_error(await client.post(path, json={"mappedFields": {"a": "b"}}), 400, "FET-0001")
