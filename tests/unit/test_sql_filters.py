@@ -1,4 +1,4 @@
-"""Filter operators compiled to PostgreSQL (``$n`` placeholders): SQL text and bound values."""
+"""Filter operators compiled for PostgreSQL (``$n``) and MySQL (``%s``): SQL text, bound values."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from pymysql.converters import escape_string
 from sqlalchemy import and_, column, select, table
 from sqlalchemy.dialects import mysql
 
+from adapters.datasources.mysql import RULES as MY
+from adapters.datasources.mysql import to_mysql
 from adapters.datasources.postgres import RULES as PG
 from adapters.datasources.postgres import to_asyncpg
 from adapters.datasources.sql_filters import Kind, column_kind, filter_clauses
@@ -329,3 +332,126 @@ def test_postgres_rejects_text_with_nul() -> None:
     with pytest.raises(InvalidRequest) as caught:
         pg("text", {"eq": ("a\x00b",)})
     assert "expects a string without NUL characters for column type 'text'" in str(caught.value)
+
+
+# --- MySQL / MariaDB rules -----------------------------------------------------------------------
+
+BYTES = "CAST(CAST(t.{} AS CHAR CHARACTER SET utf8mb4) AS BINARY)"
+
+
+def my(
+    data_type: str, condition: Mapping[str, Sequence[Any]], field: str = "f"
+) -> tuple[str, tuple[Any, ...]]:
+    clauses = filter_clauses(T.c[field], data_type, condition, where=f"'t.{field}'", rules=MY)
+    sql, params = to_mysql(select(T.c[field]).where(and_(*clauses)))
+    return sql.split("WHERE ", 1)[1], params
+
+
+@pytest.mark.parametrize(
+    ("data_type", "kind"),
+    [
+        ("tinyint(1)", Kind.BOOLEAN),
+        ("bit(1)", Kind.BOOLEAN),
+        ("tinyint(4)", Kind.INTEGER),
+        ("bit(8)", Kind.INTEGER),
+        ("int(10) unsigned", Kind.INTEGER),
+        ("year(4)", Kind.INTEGER),
+        ("decimal(18,2)", Kind.NUMERIC),
+        ("float", Kind.FLOAT),
+        ("datetime(6)", Kind.TIMESTAMP),
+        ("timestamp", Kind.TIMESTAMP),
+        ("time(3)", Kind.TIME),
+        ("varchar(20)", Kind.TEXT),
+        ("enum", Kind.TEXT),
+        ("uuid", Kind.UUID),
+        ("json", Kind.OTHER),
+        ("point", Kind.OTHER),
+        ("varbinary(8)", Kind.OTHER),
+    ],
+)
+def test_mysql_column_kinds(data_type: str, kind: Kind) -> None:
+    assert MY.kind(data_type) is kind
+
+
+def test_mysql_text_equality_is_exact_and_index_friendly_for_ascii() -> None:
+    assert my("varchar(20)", {"eq": ("Ab",)}) == (
+        f"t.f = %s AND {BYTES.format('f')} = %s",
+        ("Ab", "Ab"),
+    )
+    assert my("text", {"in": ("a", "b")}) == (
+        f"t.f IN (%s, %s) AND {BYTES.format('f')} IN (%s, %s)",
+        ("a", "b", "a", "b"),
+    )
+
+
+def test_mysql_non_ascii_text_equality_compares_bytes_only() -> None:
+    # A latin1 column compared with a value it cannot hold would be an "illegal mix of
+    # collations"; comparing UTF-8 bytes cannot fail.
+    assert my("varchar(20)", {"eq": ("ü😀",)}) == (f"{BYTES.format('f')} = %s", ("ü😀",))
+
+
+def test_mysql_text_ne_and_ordering_compare_bytes() -> None:
+    assert my("text", {"ne": ("a",), "gte": ("b",)}) == (
+        f"{BYTES.format('f')} >= %s AND {BYTES.format('f')} != %s",
+        ("b", "a"),
+    )
+
+
+def test_mysql_like_is_case_sensitive_under_utf8mb4_bin() -> None:
+    assert my("varchar(20)", {"like": ("A\\_%",)}) == (
+        "(CAST(t.f AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_bin) LIKE %s ESCAPE '\\\\'",
+        ("A\\_%",),
+    )
+    sql, _ = my("int(11)", {"like": ("1%",)})
+    assert sql.startswith("(CAST(t.f AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_bin) LIKE")
+
+
+def test_mysql_boolean_compares_zero_or_not() -> None:
+    assert my("tinyint(1)", {"eq": ("true",)}) == ("(t.f != %s) = %s", (0, True))
+    sql, params = my("bit(1)", {"like": ("t%",)})
+    assert "CASE WHEN (t.f != %s) THEN %s ELSE %s END" in sql
+    assert params == (0, "true", "false", "t%")
+
+
+def test_mysql_float_values_are_rounded_to_single_precision() -> None:
+    assert my("float", {"eq": (1.1,)}) == ("t.f = %s", (1.100000023841858,))
+    assert my("double", {"eq": (1.1,)}) == ("t.f = %s", (1.1,))
+    assert "within single precision" in str(_rejected(lambda: my("float", {"eq": (1e39,)})))
+
+
+def test_mysql_uuid_values_are_bound_as_text() -> None:
+    assert my("uuid", {"eq": ("550E8400-E29B-41D4-A716-446655440000",)}) == (
+        "t.f = %s",
+        ("550e8400-e29b-41d4-a716-446655440000",),
+    )
+
+
+def test_mysql_identifiers_are_quoted_and_percent_signs_doubled() -> None:
+    hostile = table("t`x", column("a`b; -- %s"), column("order"))
+    clauses = filter_clauses(
+        hostile.c["a`b; -- %s"], "int(11)", {"eq": (1,)}, where="'t.a'", rules=MY
+    )
+    clauses += filter_clauses(hostile.c["order"], "int(11)", {"gt": (2,)}, where="'t.o'", rules=MY)
+    sql, params = to_mysql(select(hostile.c["order"]).where(and_(*clauses)))
+    assert sql == (
+        "SELECT `t``x`.`order` \nFROM `t``x` \n"
+        "WHERE `t``x`.`a``b; -- %%s` = %s AND `t``x`.`order` > %s"
+    )
+    assert params == (1, 2)
+
+
+def test_mysql_hostile_values_are_escaped_into_one_literal_by_the_driver() -> None:
+    hostile = "x'; DROP TABLE t; -- \\' \" ünï"
+    sql, params = my("text", {"eq": (hostile,), "like": (hostile + "%",)})
+    literals = tuple("'" + escape_string(value) + "'" for value in params)
+    final = sql % literals
+    assert final.count("DROP TABLE") == len(params) == 2  # inside the literals only
+    assert final.endswith(" ESCAPE '\\\\'")  # the backslash, escaped as MySQL reads it
+    for literal_text in literals:
+        assert literal_text in final
+
+
+def _rejected(call: Any) -> InvalidRequest:
+    with pytest.raises(InvalidRequest) as caught:
+        call()
+    return caught.value
