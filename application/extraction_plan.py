@@ -1,4 +1,11 @@
-"""Planning an extraction: discover each datasource's schema and check the request against it."""
+"""Planning an extraction: discover each datasource's schema and check the request against it.
+
+Every mismatch fails the job before any row is read, with the reference's prefix
+(``engine extraction: engine: [validation] ...``) and a ``FET-0401 - <detail>`` naming the
+datasource, table, field and operator: a mapped table or field that is not in the schema, a filter
+on a table that is not mapped (or not in the schema), a filter on a field that is not a column, and
+a filter value that does not convert to its column's type.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ from typing import Any
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection, Endpoint
-from domain.errors import ExtractionFailed
+from domain.errors import ExtractionFailed, InvalidRequest
 from domain.names import discovery_scope, normalise_field, normalise_table
 from domain.request import WILDCARD
 from domain.schema import Schema, TableRead
@@ -28,6 +35,18 @@ class ExtractionError(ExtractionFailed):
 
 def validation_error(detail: str) -> ExtractionError:
     return ExtractionError("validation", "extraction request failed schema validation", detail)
+
+
+INVALID_REQUEST = "FET-0401"
+
+
+def _invalid_filter(detail: str) -> ExtractionError:
+    return validation_error(f"{INVALID_REQUEST} - {detail}")
+
+
+def _operators(condition: Mapping[str, Any]) -> str:
+    ops = list(condition) or ["(none)"]
+    return ", ".join(f"'{op}'" for op in ops)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +70,23 @@ def _merged_tables(
 
 
 def _filters_by_table(
-    connection: Connection, filters: Mapping[str, Any]
-) -> dict[str, Mapping[str, Any]]:
-    return {normalise_table(connection.type, table): fields for table, fields in filters.items()}
+    config_name: str, connection: Connection, filters: Mapping[str, Any]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Filters by normalised table, then normalised field; two spellings of one table (or of one
+    field) merge, but may not give one operator twice."""
+    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    for table, fields in filters.items():
+        target = merged.setdefault(normalise_table(connection.type, table), {})
+        for field, condition in fields.items():
+            ops = target.setdefault(normalise_field(connection.type, field), {})
+            for op, values in condition.items():
+                if op in ops and list(ops[op]) != list(values):
+                    raise _invalid_filter(
+                        f"filter on field '{field}' of table '{table}' in datasource "
+                        f"'{config_name}' gives operator '{op}' twice (under two spellings)"
+                    )
+                ops[op] = values
+    return merged
 
 
 def build_reads(
@@ -64,8 +97,9 @@ def build_reads(
     filters: Mapping[str, Any],
 ) -> tuple[TableRead, ...]:
     reads: list[TableRead] = []
-    table_filters = _filters_by_table(connection, filters)
-    for key, fields in _merged_tables(connection, tables).items():
+    table_filters = _filters_by_table(config_name, connection, filters)
+    mapped = _merged_tables(connection, tables)
+    for key, fields in mapped.items():
         table = schema.tables.get(key)
         if table is None:
             raise validation_error(f"table '{key}' not found in datasource '{config_name}'")
@@ -80,15 +114,50 @@ def build_reads(
                 picked.append(column)
             columns = tuple(picked)
         conditions: dict[str, dict[str, tuple[Any, ...]]] = {}
-        for field, condition in table_filters.get(key, {}).items():
-            name = normalise_field(connection.type, field)
+        for name, condition in table_filters.get(key, {}).items():
             if table.column(name) is None:
-                raise validation_error(f"filter field '{field}' not found in '{config_name}.{key}'")
+                raise _invalid_filter(
+                    f"filter on field '{name}' (operator {_operators(condition)}) of table "
+                    f"'{key}' in datasource '{config_name}': the field is not a column of the table"
+                )
             ops = {op: tuple(values) for op, values in condition.items() if values}
             if ops:
                 conditions[name] = ops
         reads.append(TableRead(result_key=key, table=table, columns=columns, filters=conditions))
+    for key, conditions_by_field in table_filters.items():
+        if key not in mapped and conditions_by_field:
+            where = "is not in the datasource" if key not in schema.tables else "is not mapped"
+            field, condition = next(iter(conditions_by_field.items()))
+            raise _invalid_filter(
+                f"filter on field '{field}' (operator {_operators(condition)}) of table '{key}' "
+                f"in datasource '{config_name}': the table {where} (filters apply to the "
+                "tables of mappedFields)"
+            )
     return tuple(reads)
+
+
+async def _check_filter_values(
+    config_name: str, endpoint: Endpoint, reads: Sequence[TableRead], reader: DatasourceReader
+) -> None:
+    """Fails now, naming the datasource, if a filter value does not convert to its column type.
+
+    The SQL readers build their statements (converting every filter value) when ``extract`` is
+    called, before any I/O; the stream is closed unread.
+    """
+    filtered = [read for read in reads if read.filters]
+    if not filtered:
+        return
+    try:
+        stream = reader.extract(endpoint, filtered)
+    except InvalidRequest as error:
+        raise ExtractionError(
+            "validation",
+            "invalid filter value",
+            f"{INVALID_REQUEST} - in datasource '{config_name}', {error.message}",
+        ) from error
+    close = getattr(stream, "aclose", None)
+    if close is not None:
+        await close()
 
 
 async def plan_datasource(
@@ -112,4 +181,5 @@ async def plan_datasource(
         )
         raise ExtractionError("unavailable", message) from error
     reads = build_reads(config_name, connection, schema, tables, filters)
+    await _check_filter_values(config_name, endpoint, reads, reader)
     return DatasourcePlan(config_name=config_name, endpoint=endpoint, reads=reads)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import aiomysql
 import pymysql
@@ -28,8 +29,9 @@ from application.errors import (
     DatasourceUnavailable,
     InvalidSslMode,
 )
+from application.extraction_plan import ExtractionError, plan_datasource
 from application.ports.datasource_reader import RowChunk
-from domain.connection import DatabaseType, Endpoint
+from domain.connection import Connection, DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
 
@@ -612,6 +614,87 @@ async def test_invalid_filters_fail_before_connecting(endpoint: Endpoint) -> Non
     )
     with pytest.raises(InvalidRequest):
         MySqlReader().extract(_with(endpoint, port=1), [read])
+
+
+# --- planning a job against MariaDB ----------------------------------------------------------
+
+
+def _connection(endpoint: Endpoint) -> Connection:
+    return Connection(
+        id=uuid4(), product_name="shop", config_name="shop_db", type=DatabaseType.MYSQL,
+        host=endpoint.host, port=endpoint.port, database_name=endpoint.database_name,
+        user_name=endpoint.user_name, password=None,
+    )  # fmt: skip
+
+
+async def _plan(
+    reader: MySqlReader,
+    endpoint: Endpoint,
+    tables: Mapping[str, Sequence[str]],
+    filters: Mapping[str, Any],
+) -> Any:
+    return await plan_datasource(
+        "shop_db", _connection(endpoint), endpoint, tables, filters, reader
+    )
+
+
+async def test_plan_keeps_filters_of_mapped_tables(reader: MySqlReader, endpoint: Endpoint) -> None:
+    plan = await _plan(reader, endpoint, {"my_types": ["id"]}, {"my_types": {"n": {"gt": [10]}}})
+    [read] = plan.reads
+    assert read.filters == {"n": {"gt": (10,)}}
+
+
+@pytest.mark.parametrize(
+    ("tables", "filters", "message"),
+    [
+        (
+            {"my_types": ["id"]},
+            {"my_latin": {"l": {"eq": ["abc"]}}},
+            "FET-0401 - filter on field 'l' (operator 'eq') of table 'my_latin' in datasource "
+            "'shop_db': the table is not mapped (filters apply to the tables of mappedFields)",
+        ),
+        (
+            {"my_types": ["id"]},
+            {"ghost": {"x": {"eq": [1], "gt": [0]}}},
+            "FET-0401 - filter on field 'x' (operator 'eq', 'gt') of table 'ghost' in datasource "
+            "'shop_db': the table is not in the datasource (filters apply to the tables of "
+            "mappedFields)",
+        ),
+        (
+            {"my_types": ["id"]},
+            {"my_types": {"ghost'; --": {"like": ["%"]}}},
+            "FET-0401 - filter on field 'ghost'; --' (operator 'like') of table 'my_types' in "
+            "datasource 'shop_db': the field is not a column of the table",
+        ),
+    ],
+)
+async def test_plan_rejects_filters_outside_the_mapped_schema(
+    reader: MySqlReader,
+    endpoint: Endpoint,
+    tables: dict[str, list[str]],
+    filters: dict[str, Any],
+    message: str,
+) -> None:
+    with pytest.raises(ExtractionError) as caught:
+        await _plan(reader, endpoint, tables, filters)
+    assert caught.value.category == "validation"
+    assert caught.value.message == (
+        "engine extraction: engine: [validation] extraction request failed schema validation: "
+        + message
+    )
+
+
+async def test_plan_rejects_an_unconvertible_value_naming_the_datasource(
+    reader: MySqlReader, endpoint: Endpoint
+) -> None:
+    with pytest.raises(ExtractionError) as caught:
+        await _plan(reader, endpoint, {"my_types": ["id"]}, {"my_types": {"n": {"gt": ["ten"]}}})
+    assert caught.value.message == (
+        "engine extraction: engine: [validation] invalid filter value: FET-0401 - in datasource "
+        f"'shop_db', filter on 'my_types.n' of database '{DATABASE}': operator 'gt' expects an "
+        "integer for column type 'int(11)', got 'ten'"
+    )
+    assert await _sessions_settle(0) == 0
 
 
 # --- connection test and TLS -----------------------------------------------------------------
