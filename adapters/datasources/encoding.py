@@ -18,7 +18,7 @@ date                       ``"YYYY-MM-DD"``
 datetime                   RFC 3339 in UTC, ``"2024-01-02T03:04:05Z"``; naive values are read as UTC
                            (``utc``); fractions as 6 digits when non-zero
 time                       ``"HH:MM:SS[.ffffff]"``
-timedelta                  ISO 8601 duration (``"P1DT2H3M4.5S"``)
+timedelta                  ISO 8601 duration (``"P1DT2H3M4.5S"``, ``iso_duration``)
 UUID                       canonical lower-case string
 bytes                      standard base64 string
 dict / list                embedded as JSON
@@ -32,7 +32,7 @@ import math
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import starmap
 from typing import Any
 
@@ -67,6 +67,23 @@ def float32(value: float) -> float | str:
         if struct.pack("<f", candidate) == packed:
             return candidate
     return value
+
+
+def iso_duration(value: timedelta) -> str:
+    """``P1DT2H3M4.5S``, the form the PostgreSQL reader gives intervals (``PT0S`` when zero)."""
+    sign = "-" if value < timedelta(0) else ""
+    value = abs(value)
+    hours, rest = divmod(value.seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    clock = (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+    if value.microseconds:
+        clock += f"{seconds}.{value.microseconds:06d}".rstrip("0") + "S"
+    elif seconds:
+        clock += f"{seconds}S"
+    days = f"{value.days}D" if value.days else ""
+    if not days and not clock:
+        return "PT0S"
+    return f"{sign}P{days}" + (f"T{clock}" if clock else "")
 
 
 def row_type(names: Sequence[str]) -> type[msgspec.Struct]:
