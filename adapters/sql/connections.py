@@ -10,7 +10,18 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, Select, func, insert, or_, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -101,7 +112,7 @@ class SqlaConnectionRepository(ConnectionRepository):
         return {c.config_name: c for c in found}
 
     async def list(self, query: ConnectionQuery) -> ConnectionPage:
-        conditions = _filters(query)
+        conditions = _filters(query, self._engine.dialect.name)
         order = (
             (_c.created_at.desc(), _c.id.desc())
             if query.descending
@@ -205,14 +216,27 @@ def _live() -> Select[Any]:
     return select(connections).where(_c.deleted_at.is_(None))
 
 
-def _filters(query: ConnectionQuery) -> list[ColumnElement[bool]]:
+def _metadata_equals(dialect: str, key: str, value: str) -> ColumnElement[bool]:
+    """``metadata[key]`` is a JSON string equal to ``value`` (numbers, booleans and objects
+    never match, whatever their text)."""
+    element = _c.metadata[key]
+    if dialect == "postgresql":
+        is_text = func.json_typeof(element) == "string"
+    elif '"' in key:  # SQLite JSON paths cannot quote it; no such key can be stored as text
+        return false()
+    else:
+        is_text = func.json_type(_c.metadata, f'$."{key}"') == "text"
+    return and_(is_text, element.as_string() == value)
+
+
+def _filters(query: ConnectionQuery, dialect: str) -> list[ColumnElement[bool]]:
     conditions: list[ColumnElement[bool]] = [_c.deleted_at.is_(None)]
     if query.unassigned:
         conditions.append(or_(_c.product_name == "", _c.product_name.is_(None)))
     elif query.product_name is not None:
         conditions.append(_c.product_name == query.product_name)
     for key, value in sorted(query.metadata.items()):
-        conditions.append(_c.metadata[key].as_string() == value)
+        conditions.append(_metadata_equals(dialect, key, value))
     if query.type:
         conditions.append(_c.type == query.type.upper())
     if query.created_from is not None:
