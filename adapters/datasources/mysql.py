@@ -77,7 +77,7 @@ from sqlalchemy.dialects.mysql.base import MySQLDialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.postgres import load_client_certificate
+from adapters.datasources.postgres import load_client_certificate, row_builder
 from adapters.datasources.sql_filters import (
     LIKE_ESCAPE,
     FilterRules,
@@ -318,20 +318,17 @@ class _Statement:
     result_key: str
     sql: str
     params: tuple[Any, ...]
-    row: Callable[..., msgspec.Struct]
+    row: Callable[..., Any]
 
 
 def _row_factory(
     names: Sequence[str], converters: Sequence[tuple[int, Callable[[Any], Any]]]
-) -> Callable[..., msgspec.Struct]:
-    fields = [(f"f{i}", Any) for i in range(len(names))]
-    row = msgspec.defstruct(
-        "Row", fields, rename={f"f{i}": name for i, name in enumerate(names)}, gc=False
-    )
+) -> Callable[..., Any]:
+    row = row_builder(names)
     if not converters:
         return row
 
-    def build(*record: Any) -> msgspec.Struct:
+    def build(*record: Any) -> Any:
         values = list(record)
         for index, convert in converters:
             value = values[index]

@@ -47,9 +47,10 @@ import asyncio
 import gc
 import math
 import os
+import re
 import ssl
 import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from functools import cache
@@ -199,7 +200,7 @@ class _Statement:
     result_key: str
     sql: str
     params: tuple[Any, ...]
-    row: type[msgspec.Struct]
+    row: Callable[..., Any]
 
 
 class _SqlDialect(PGDialect):
@@ -235,7 +236,16 @@ def _output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any]:
     return cast(column, TEXT)
 
 
-def _row_type(names: Sequence[str]) -> type[msgspec.Struct]:
+_UNRENAMABLE = re.compile(r'["\\\x00-\x1f]')
+
+
+def row_builder(names: Sequence[str]) -> Callable[..., Any]:
+    """Builds one row object from its values in ``names`` order (sorted), which msgspec encodes
+    as a JSON object with those keys: a struct type built once (fast), or plain dicts when a
+    name holds a character msgspec cannot rename a field to (``"``, ``\\``, control)."""
+    if any(_UNRENAMABLE.search(name) for name in names):
+        keys = tuple(names)
+        return lambda *values: dict(zip(keys, values, strict=True))
     fields = [(f"f{i}", Any) for i in range(len(names))]
     return msgspec.defstruct(
         "Row", fields, rename={f"f{i}": name for i, name in enumerate(names)}, gc=False
@@ -357,7 +367,7 @@ class PostgresReader(DatasourceReader):
         if clauses:
             query = query.where(and_(*clauses))
         sql, params = to_asyncpg(query)
-        return _Statement(read.result_key, sql, params, _row_type(names))
+        return _Statement(read.result_key, sql, params, row_builder(names))
 
     def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
         """Builds every statement now (a filter value that does not convert raises
