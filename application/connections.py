@@ -85,11 +85,19 @@ def connect_failure_hint(error: BaseException) -> str | None:
         if isinstance(cause, TimeoutError):
             return "the connection timed out"
         sqlstate = str(getattr(cause, "sqlstate", "") or "")
-        if sqlstate.startswith("28"):
+        if sqlstate.startswith("28") or _mysql_error(cause) in (1044, 1045, 1698):
             return "authentication failed"
-        if sqlstate == "3D000":
+        if sqlstate == "3D000" or _mysql_error(cause) == 1049:
             return "the database does not exist"
     return None
+
+
+def _mysql_error(error: BaseException) -> int | None:
+    """The server error number of a MySQL driver error (PyMySQL puts it first in ``args``)."""
+    if not type(error).__module__.startswith("pymysql") or not error.args:
+        return None
+    number = error.args[0]
+    return number if isinstance(number, int) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
 from adapters.crypto.sealing import AesGcmResultSealer
 from adapters.crypto.signing import HmacMessageSigner
+from adapters.datasources.mysql import MySqlReader
 from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.eventstore.store import EventsourcingJobEventStore
@@ -152,7 +153,7 @@ class Core:
 
 def datasource_engines() -> dict[DatabaseType, DatasourceReader]:
     """The engine adapter of each database type this build can read."""
-    return {DatabaseType.POSTGRESQL: PostgresReader()}
+    return {DatabaseType.POSTGRESQL: PostgresReader(), DatabaseType.MYSQL: MySqlReader()}
 
 
 def internal_connection(datasource: InternalDatasource) -> Connection:

@@ -14,6 +14,7 @@ import httpx
 from adapters.common.clock import SystemClock, Uuid7Generator
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
+from adapters.datasources.mysql import MySqlReader
 from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.memory.job_event_store import InMemoryJobEventStore
@@ -40,7 +41,12 @@ class Api:
 
 
 def default_reader() -> DatasourceReader:
-    return EngineRegistry({DatabaseType.POSTGRESQL: PostgresReader(connect_timeout=5)})
+    return EngineRegistry(
+        {
+            DatabaseType.POSTGRESQL: PostgresReader(connect_timeout=5),
+            DatabaseType.MYSQL: MySqlReader(connect_timeout=5),
+        }
+    )
 
 
 def in_loop_client(app: object) -> httpx.AsyncClient:
