@@ -242,6 +242,8 @@ def _like(f: _Field, raw: Sequence[Any]) -> tuple[bool, dict[str, Any]]:
     """(whether the condition is a whole ``$expr`` rather than one field's, the condition)"""
     if len(raw) != 1 or not isinstance(raw[0], str):
         raise f.error("like", "takes exactly 1 string pattern")
+    if (len(raw[0]) - len(raw[0].rstrip("\\"))) % 2:
+        raise f.error("like", "pattern must not end with the escape character '\\'")
     regex = like_regex(raw[0])
     if f.bson_type in _TEXT_TYPES or f.bson_type not in _EXPECTED:
         return False, {"$regex": regex, "$options": "s"}

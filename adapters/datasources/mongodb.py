@@ -48,7 +48,7 @@ import asyncio
 import math
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -396,10 +396,15 @@ class MongoReader(DatasourceReader):
                 projection["_id"] = 0
         return _Query(read.result_key, read.table.name, names, whole, query, projection)
 
-    async def extract(
-        self, endpoint: Endpoint, reads: Sequence[TableRead]
-    ) -> AsyncIterator[RowChunk]:
+    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
+        """Builds every query now (a filter value that does not convert raises
+        ``InvalidRequest`` here, before any I/O), then streams them."""
         queries = [q for q in (self._query(endpoint, r) for r in reads) if q is not None]
+        return self._run(endpoint, queries)
+
+    async def _run(
+        self, endpoint: Endpoint, queries: list[_Query]
+    ) -> AsyncGenerator[RowChunk, None]:
         if not queries:
             return
         client = self._client(endpoint, self._connect_timeout)

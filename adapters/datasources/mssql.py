@@ -164,7 +164,7 @@ def escape_brackets(pattern: str) -> str:
             out.append(pattern[i : i + 2])
             i += 2
             continue
-        out.append("\\[" if ch == "[" else "\\\\" if ch == "\\" else ch)
+        out.append("\\[" if ch == "[" else ch)
         i += 1
     return "".join(out)
 
@@ -430,10 +430,15 @@ class SqlServerReader(DatasourceReader):
             }
         )
 
-    async def extract(
-        self, endpoint: Endpoint, reads: Sequence[TableRead]
-    ) -> AsyncIterator[RowChunk]:
+    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
+        """Builds every statement now (a filter value that does not convert raises
+        ``InvalidRequest`` here, before any I/O), then streams them."""
         statements = [s for s in (select_statement(endpoint, r) for r in reads) if s is not None]
+        return self._run(endpoint, statements)
+
+    async def _run(
+        self, endpoint: Endpoint, statements: list[_Statement]
+    ) -> AsyncGenerator[RowChunk, None]:
         if not statements:
             return
         connection = await self._connect(endpoint, self._connect_timeout)

@@ -164,13 +164,14 @@ def table_key(owner: str, name: str, user: str) -> str:
 
 def like_pattern(pattern: str) -> str:
     """A ``like`` pattern Oracle accepts with ``ESCAPE '\\'``: an escape only before ``%``,
-    ``_`` or ``\\`` (elsewhere it stands for the next character), never at the end."""
+    ``_`` or ``\\`` (elsewhere it stands for the next character). A pattern ending with a lone
+    escape is left as it is: the filter builder refuses it, as on every engine."""
     out: list[str] = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == "\\":
-            following = pattern[i + 1] if i + 1 < len(pattern) else "\\"
+        if ch == "\\" and i + 1 < len(pattern):
+            following = pattern[i + 1]
             out.append("\\" + following if following in "%_\\" else following)
             i += 2
             continue
@@ -421,10 +422,15 @@ class OracleReader(DatasourceReader):
             }
         )
 
-    async def extract(
-        self, endpoint: Endpoint, reads: Sequence[TableRead]
-    ) -> AsyncIterator[RowChunk]:
+    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
+        """Builds every statement now (a filter value that does not convert raises
+        ``InvalidRequest`` here, before any I/O), then streams them."""
         statements = [s for s in (select_statement(endpoint, r) for r in reads) if s is not None]
+        return self._run(endpoint, statements)
+
+    async def _run(
+        self, endpoint: Endpoint, statements: list[_Statement]
+    ) -> AsyncGenerator[RowChunk, None]:
         if not statements:
             return
         connection = await self._connect(endpoint, self._connect_timeout)

@@ -196,6 +196,7 @@ def test_values_are_converted_by_field_type(field: str, value: Any, expected: An
         ({"n": {"gt": (1, 2)}}, "operator 'gt' must have exactly 1 value, got 2"),
         ({"n": {"between": (1,)}}, "operator 'between' must have exactly 2 values, got 1"),
         ({"name": {"like": (1,)}}, "operator 'like' takes exactly 1 string pattern"),
+        ({"name": {"like": ("a\\",)}}, "operator 'like' pattern must not end with the escape"),
         ({"n": {"near": (1,)}}, "unknown operator 'near'"),
     ],
 )

@@ -410,7 +410,7 @@ def test_every_column_type(
         ("[%]", "\\[%]"),
         ("a\\[b", "a\\[b"),
         ("a\\%", "a\\%"),
-        ("end\\", "end\\\\"),
+        ("end\\", "end\\"),
         ("plain", "plain"),
     ],
 )
@@ -432,6 +432,7 @@ def test_brackets_in_like_are_plain_characters(pattern: str, escaped: str) -> No
         ("id", {"between": (1,)}, "operator 'between' must have exactly 2 values, got 1"),
         ("id", {"gt": (1, 2)}, "operator 'gt' must have exactly 1 value, got 2"),
         ("label", {"like": (1,)}, "operator 'like' takes exactly 1 string pattern"),
+        ("label", {"like": ("a\\",)}, "operator 'like' pattern must not end with the escape"),
     ],
 )
 def test_unconvertible_values_are_invalid_requests(

@@ -365,7 +365,7 @@ def test_every_column_type(
         ("a\\_", "a\\_"),
         ("a\\\\b", "a\\\\b"),
         ("a\\b", "ab"),
-        ("end\\", "end\\\\"),
+        ("end\\", "end\\"),
         ("", ""),
     ],
 )
@@ -382,6 +382,7 @@ def test_like_escapes_oracle_accepts(pattern: str, oracle: str) -> None:
         ("BF", {"eq": ("x",)}, "operator 'eq' expects a number"),
         ("FLAG", {"eq": ("maybe",)}, "operator 'eq' expects a boolean"),
         ("ID", {"gt": (None,)}, "operator 'gt' does not accept null"),
+        ("LABEL", {"like": ("a\\x\\",)}, "operator 'like' pattern must not end with the escape"),
     ],
 )
 def test_unconvertible_values_are_invalid_requests(
