@@ -18,15 +18,15 @@ from domain.schema import Column, Schema, Table, TableRead
 
 
 def matches(op: str, values: Sequence[Any], actual: Any) -> bool:
-    """The meaning of one filter operator, evaluated in Python (reference §4.2)."""
-    if op == "eq":
+    """The meaning of one filter operator, evaluated in Python with SQL's null rules:
+    ``null`` in ``eq``/``in`` also matches NULL, in ``ne``/``nin`` excludes it, and every
+    other comparison with NULL is false."""
+    if op in ("eq", "in"):
         return actual in values if actual is not None else None in values
-    if op == "ne":
-        return all(actual != v for v in values) and (actual is not None or None not in values)
     if actual is None:
         return False
-    if op == "in":
-        return actual in values
+    if op == "ne":
+        return all(actual != v for v in values if v is not None)
     if op == "nin":
         return actual not in values
     if op == "gt":
