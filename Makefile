@@ -21,6 +21,7 @@ test: $(STAMP) services
 	eval "$$(bash deploy/services.sh env)" && $(BIN)/pytest -q
 
 services:
+	bash deploy/system-packages.sh
 	bash deploy/services.sh start
 
 services-stop:
