@@ -55,6 +55,9 @@ class SslInput(msgspec.Struct):
     cert: str | None = None
     key: str | None = None
 
+    def __repr__(self) -> str:
+        return f"SslInput(mode={self.mode!r})"
+
 
 class ConnectionCreate(msgspec.Struct):
     configName: str | None = None
