@@ -15,7 +15,10 @@ from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
 from adapters.crypto.sealing import AesGcmResultSealer
 from adapters.crypto.signing import HmacMessageSigner
+from adapters.datasources.mongodb import MongoReader
+from adapters.datasources.mssql import SqlServerReader
 from adapters.datasources.mysql import MySqlReader
+from adapters.datasources.oracle import OracleReader
 from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.eventstore.store import EventsourcingJobEventStore
@@ -153,7 +156,13 @@ class Core:
 
 def datasource_engines() -> dict[DatabaseType, DatasourceReader]:
     """The engine adapter of each database type this build can read."""
-    return {DatabaseType.POSTGRESQL: PostgresReader(), DatabaseType.MYSQL: MySqlReader()}
+    return {
+        DatabaseType.POSTGRESQL: PostgresReader(),
+        DatabaseType.MYSQL: MySqlReader(),
+        DatabaseType.SQL_SERVER: SqlServerReader(),
+        DatabaseType.ORACLE: OracleReader(),
+        DatabaseType.MONGODB: MongoReader(),
+    }
 
 
 def internal_connection(datasource: InternalDatasource) -> Connection:
