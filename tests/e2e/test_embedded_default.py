@@ -109,3 +109,78 @@ async def test_embedded_default_runs_the_same_scenario(
     assert not (data / "objects" / f"external-data/{failing}.json").exists()
     job = httpx.get(f"{embedded.api_url}/v1/fetcher/{failing}").json()
     assert job["status"] == "failed"
+
+
+async def test_mongodb_source_through_the_api_with_credentials_and_composed_filters(
+    embedded: Processes,
+):
+    """Against SecantusDB (a MongoDB-protocol emulator): user creation, SCRAM auth, $and of
+    operators on one field are mainstream features it implements."""
+    import os
+    import uuid
+
+    from pymongo import AsyncMongoClient
+
+    url = os.environ.get("FETCHER_TEST_MONGO_URL", "mongodb://127.0.0.1:27018")
+    database = f"emb_{uuid.uuid4().hex[:8]}"
+    user, password = f"u{uuid.uuid4().hex[:6]}", "p w@:/?#"
+    client: AsyncMongoClient = AsyncMongoClient(url, directConnection=True)
+    try:
+        await client.admin.command("createUser", user, pwd=password, roles=["root"])
+        await client[database].people.insert_many(
+            [{"name": f"p{i}", "age": i, "tags": ["a"]} for i in range(6)]
+        )
+        response = httpx.post(
+            f"{embedded.api_url}/v1/management/connections",
+            headers={"X-Product-Name": PRODUCT},
+            json={
+                "configName": f"mongo_{database}",
+                "type": "MONGODB",
+                "host": "127.0.0.1",
+                "port": int(url.rsplit(":", 1)[1].split("/")[0]),
+                "databaseName": database,
+                "userName": user,
+                "password": password,
+                "metadata": {"directConnection": "true"},
+            },
+        )
+        assert response.status_code == 201, response.text
+        job_id = submit_with_filters(
+            embedded.api_url,
+            {f"mongo_{database}": {"people": ["name", "age"]}},
+            {f"mongo_{database}": {"people": {"age": {"gte": [2], "between": [1, 3]}}}},
+        )
+        data = Path(embedded.env["FETCHER_DATA_DIR"])
+        message = wait_for_event(data / "events.jsonl", job_id, embedded)
+        assert message["routingKey"] == "job.completed", message["body"]
+        key_env = base_env(APP_ENC_KEY=(data / "master.key").read_text().strip())
+        from adapters.crypto.keys import KeyRing
+        from adapters.crypto.sealing import open_result
+
+        keys = KeyRing(key_env["APP_ENC_KEY"]).current
+        body = json.loads(message["body"])
+        plain = open_result(
+            (data / "objects" / body["result"]["path"]).read_bytes(),
+            keys.storage,
+            keys.external_hmac,
+            body["result"]["hmac"],
+        )
+        rows = json.loads(plain)[f"mongo_{database}"]["people"]
+        assert sorted(r["age"] for r in rows) == [2, 3]
+        assert all(set(r) == {"name", "age"} for r in rows)
+    finally:
+        await client.drop_database(database)
+        await client.admin.command("dropUser", user)
+        await client.close()
+
+
+def submit_with_filters(api: str, mapped: dict, filters: dict) -> str:
+    response = httpx.post(
+        f"{api}/v1/fetcher",
+        json={
+            "dataRequest": {"mappedFields": mapped, "filters": filters},
+            "metadata": {"source": PRODUCT},
+        },
+    )
+    assert response.status_code == 202, response.text
+    return str(response.json()["jobId"])
