@@ -39,6 +39,9 @@ Limits of the driver's date/time mapping: ``±infinity`` timestamps come out as
 
 Strings are plain JSON escapes (msgspec): non-ASCII is raw UTF-8, ``<>&`` are not escaped.
 Tables without rows yield nothing (reference §10.3 item 26).
+
+Filters (``sql_filters`` with ``PostgresRules``) mean the same as on every engine: text compares
+exactly and orders by code point (``COLLATE "C"``), ``like`` is case-sensitive.
 """
 
 from __future__ import annotations
