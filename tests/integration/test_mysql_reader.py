@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import getpass
+import ipaddress
 import json
 import os
+import shutil
+import socket
 import ssl
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -91,8 +97,9 @@ SETUP = [
     "INSERT INTO my_zero VALUES ('0000-00-00', '0000-00-00 00:00:00'), ('2024-00-10', NULL)",
     "CREATE TABLE my_latin (id INT, l VARCHAR(20) CHARACTER SET latin1, KEY (l))",
     "INSERT INTO my_latin VALUES (1, 'abc'), (2, 'ABC'), (3, 'ü'), (4, 'abc ')",
-    "CREATE TABLE `t'; DROP TABLE my_types; --` (`a``b` INT, `c;--` TEXT, `ü /* x */` TEXT)",
-    "INSERT INTO `t'; DROP TABLE my_types; --` VALUES (1, 'x', 'y')",
+    "CREATE TABLE `t'; DROP TABLE my_types; --` (`a``b` INT, `c;--` TEXT, `ü /* x */` TEXT,"
+    " `50%s` TEXT)",
+    "INSERT INTO `t'; DROP TABLE my_types; --` VALUES (1, 'x', 'y', '%s')",
     "CREATE VIEW my_view AS SELECT id FROM my_types",
 ]
 # fmt: on
@@ -345,9 +352,13 @@ async def test_hostile_table_and_column_names_are_read_literally(
     reader: MySqlReader, endpoint: Endpoint
 ) -> None:
     name = "t'; DROP TABLE my_types; --"
-    assert await read_table(reader, endpoint, name) == [{"a`b": 1, "c;--": "x", "ü /* x */": "y"}]
+    assert await read_table(reader, endpoint, name) == [
+        {"a`b": 1, "c;--": "x", "ü /* x */": "y", "50%s": "%s"}
+    ]
     found = await read_table(reader, endpoint, name, ["a`b"], {"c;--": {"eq": ("x",)}})
     assert found == [{"a`b": 1}]
+    found = await read_table(reader, endpoint, name, ["50%s"], {"50%s": {"like": ("\\%s",)}})
+    assert found == [{"50%s": "%s"}]
     assert await read_table(reader, endpoint, name, ["a`b"], {"ü /* x */": {"eq": ("z",)}}) == []
     assert len(await ids(reader, endpoint, {})) == 5
 
@@ -892,3 +903,176 @@ def test_tls_client_certificate_is_loaded_and_no_file_is_left(endpoint: Endpoint
 def test_tls_unknown_mode_is_rejected(endpoint: Endpoint, mode: str) -> None:
     with pytest.raises(InvalidSslMode):
         tls_settings(_with(endpoint, ssl_mode=mode))
+
+
+# --- TLS against a private MariaDB started with a certificate --------------------------------
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem(item: Any) -> str:
+    if isinstance(item, x509.Certificate):
+        return item.public_bytes(serialization.Encoding.PEM).decode()
+    return item.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+def _issue(
+    subject: str, key: Any, issuer: tuple[str, Any] | None, names: Sequence[x509.GeneralName] = ()
+) -> x509.Certificate:
+    issuer_name, issuer_key = issuer or (subject, key)
+    now = datetime.now(UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name)]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=issuer is None, path_length=None), critical=True)
+    )
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+@dataclass(frozen=True)
+class TlsServer:
+    port: int
+    ca: str
+    client_cert: str
+    client_key: str
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
+    """A MariaDB of this test's own (its process, its folder) with TLS on; ``fetcher`` may only
+    log in over TLS with a client certificate signed by the test CA."""
+    install, daemon = shutil.which("mariadb-install-db"), shutil.which("mariadbd", path="/usr/sbin")
+    if install is None or daemon is None:
+        pytest.skip("mariadb-install-db and mariadbd are needed to run a private TLS server")
+    folder = tmp_path_factory.mktemp("tls-mariadb")
+    ca_key, server_key, client_key = _key(), _key(), _key()
+    ca = _issue("fetcher-test-ca", ca_key, None)
+    server = _issue(
+        "localhost", server_key, ("fetcher-test-ca", ca_key),
+        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+    )  # fmt: skip
+    client = _issue("fetcher", client_key, ("fetcher-test-ca", ca_key))
+    for name, item in [("ca.pem", ca), ("server.pem", server), ("server-key.pem", server_key)]:
+        (folder / name).write_text(_pem(item))
+    user = f"--user={getpass.getuser()}"
+    data = folder / "data"
+    subprocess.run(
+        [install, "--no-defaults", user, f"--datadir={data}",
+         "--auth-root-authentication-method=normal"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    port = _free_port()
+    process = subprocess.Popen(
+        [daemon, "--no-defaults", user, f"--datadir={data}", f"--port={port}",
+         "--bind-address=127.0.0.1", f"--socket={folder / 'mysqld.sock'}",
+         f"--pid-file={folder / 'mysqld.pid'}", f"--log-error={folder / 'error.log'}",
+         f"--ssl-ca={folder / 'ca.pem'}", f"--ssl-cert={folder / 'server.pem'}",
+         f"--ssl-key={folder / 'server-key.pem'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+
+        async def configure() -> None:
+            for _ in range(150):
+                try:
+                    connection = await aiomysql.connect(host="127.0.0.1", port=port, user="root")
+                    break
+                except pymysql.err.OperationalError:
+                    if process.poll() is not None:
+                        raise
+                    await asyncio.sleep(0.1)
+            else:
+                raise TimeoutError("the private MariaDB did not start within 15 s")
+            try:
+                async with connection.cursor() as cursor:
+                    for statement in [
+                        "DELETE FROM mysql.global_priv WHERE User = ''",
+                        "FLUSH PRIVILEGES",
+                        "CREATE DATABASE tls_db",
+                        "CREATE TABLE tls_db.t (s TEXT)",
+                        "INSERT INTO tls_db.t VALUES ('ünï')",
+                    ]:
+                        await cursor.execute(statement)
+                    await cursor.execute(
+                        "CREATE USER 'fetcher'@'%%' IDENTIFIED BY %s REQUIRE X509", (PASSWORD,)
+                    )
+                    await cursor.execute("GRANT SELECT ON tls_db.* TO 'fetcher'@'%'")
+            finally:
+                connection.close()
+
+        asyncio.run(configure())
+        yield TlsServer(port, _pem(ca), _pem(client), _pem(client_key))
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _tls_endpoint(server: TlsServer, mode: str, **change: Any) -> Endpoint:
+    fields = {
+        "type": DatabaseType.MYSQL, "host": "127.0.0.1", "port": server.port,
+        "database_name": "tls_db", "user_name": "fetcher", "password": PASSWORD,
+        "ssl_mode": mode, "ssl_cert": server.client_cert, "ssl_key": server.client_key,
+    }  # fmt: skip
+    return Endpoint(**{**fields, **change})
+
+
+@pytest.mark.parametrize(
+    ("mode", "change"),
+    [
+        ("true", {"ssl_ca": "ca"}),
+        ("true", {"ssl_ca": "ca", "host": "localhost"}),
+        ("skip-verify", {}),
+        ("preferred", {}),
+    ],
+)
+async def test_tls_modes_reach_a_server_that_requires_tls_and_a_client_certificate(
+    tls_server: TlsServer, mode: str, change: dict[str, Any]
+) -> None:
+    if change.get("ssl_ca") == "ca":
+        change = {**change, "ssl_ca": tls_server.ca}
+    endpoint = _tls_endpoint(tls_server, mode, **change)
+    reader = MySqlReader()
+    await reader.test(endpoint, timeout=5)
+    assert await read_table(reader, endpoint, "t") == [{"s": "ünï"}]
+
+
+@pytest.mark.parametrize(
+    ("mode", "change", "cause"),
+    [
+        ("true", {}, ssl.SSLCertVerificationError),  # the test CA is not in the system store
+        ("false", {}, pymysql.err.OperationalError),  # the account requires TLS
+        ("skip-verify", {"ssl_cert": None, "ssl_key": None}, pymysql.err.OperationalError),
+    ],
+)
+async def test_tls_failures_are_unavailable(
+    tls_server: TlsServer, mode: str, change: dict[str, Any], cause: type[BaseException]
+) -> None:
+    with pytest.raises(DatasourceUnavailable) as caught:
+        await MySqlReader().test(_tls_endpoint(tls_server, mode, **change), timeout=5)
+    chain: BaseException | None = caught.value
+    causes = []
+    while chain is not None:
+        causes.append(chain)
+        chain = chain.__cause__ or chain.__context__
+    assert any(isinstance(error, cause) for error in causes), causes
