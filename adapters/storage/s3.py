@@ -7,6 +7,7 @@ key until ``commit`` succeeds.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
@@ -88,7 +89,11 @@ def _wrap(operation: str) -> Iterator[None]:
 
 
 class S3ResultUpload(ResultUpload):
-    """One object being written; not safe for concurrent ``write`` calls."""
+    """One object being written; not safe for concurrent ``write`` calls.
+
+    A full part is uploaded in the background while the next one fills, so extraction does not
+    wait for the network; at most one part is in flight, which bounds memory to two parts.
+    """
 
     def __init__(self, client: Any, bucket: str, key: str, part_size: int) -> None:
         self._client = client
@@ -98,6 +103,7 @@ class S3ResultUpload(ResultUpload):
         self._buffer = bytearray()
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
+        self._inflight: asyncio.Task[None] | None = None
         self._state = "open"
 
     async def write(self, data: bytes) -> None:
@@ -129,6 +135,8 @@ class S3ResultUpload(ResultUpload):
             else:
                 if self._buffer:
                     await self._send_part()
+                await self._settle()
+                self._parts.sort(key=lambda part: int(part["PartNumber"]))
                 with _wrap("complete multipart upload"):
                     await self._client.complete_multipart_upload(
                         Bucket=self._bucket,
@@ -145,6 +153,11 @@ class S3ResultUpload(ResultUpload):
         if self._state != "open":
             return
         self._buffer = bytearray()
+        if self._inflight is not None:
+            self._inflight.cancel()
+            with contextlib.suppress(BaseException):
+                await self._inflight
+            self._inflight = None
         if self._upload_id is not None:
             with _wrap("abort multipart upload"):
                 try:
@@ -160,6 +173,7 @@ class S3ResultUpload(ResultUpload):
         self._state = "aborted"
 
     async def _send_part(self) -> None:
+        await self._settle()
         if len(self._parts) >= MAX_PARTS:
             raise StorageError(f"s3 upload exceeds {MAX_PARTS} parts")
         if self._upload_id is None:
@@ -168,9 +182,12 @@ class S3ResultUpload(ResultUpload):
                     Bucket=self._bucket, Key=self._key, ContentType=CONTENT_TYPE
                 )
             self._upload_id = str(created["UploadId"])
-        body = bytes(self._buffer)
-        self._buffer = bytearray()
+        body, self._buffer = self._buffer, bytearray()
         number = len(self._parts) + 1
+        self._parts.append({"PartNumber": number})
+        self._inflight = asyncio.create_task(self._upload_part(number, body))
+
+    async def _upload_part(self, number: int, body: bytearray) -> None:
         with _wrap("upload part"):
             sent = await self._client.upload_part(
                 Bucket=self._bucket,
@@ -179,7 +196,13 @@ class S3ResultUpload(ResultUpload):
                 PartNumber=number,
                 Body=body,
             )
-        self._parts.append({"ETag": sent["ETag"], "PartNumber": number})
+        self._parts[number - 1]["ETag"] = sent["ETag"]
+
+    async def _settle(self) -> None:
+        """Waits for the part in flight; its failure surfaces here."""
+        if self._inflight is not None:
+            task, self._inflight = self._inflight, None
+            await task
 
     async def _abort_quietly(self) -> None:
         with contextlib.suppress(StorageError):
