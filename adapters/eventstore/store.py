@@ -26,6 +26,7 @@ from eventsourcing.persistence import (
     InfrastructureFactory,
     IntegrityError,
     InterfaceError,
+    InternalError,
     JSONTranscoder,
     Mapper,
     OperationalError,
@@ -315,7 +316,8 @@ class EventsourcingJobEventStore(JobEventStore):
 
 
 _CREATE_ATTEMPTS = 5
-_CREATE_RACE: tuple[type[BaseException], ...] = (IntegrityError, ProgrammingError)
+# "tuple concurrently updated" (InternalError) is the other face of the same catalog race.
+_CREATE_RACE: tuple[type[BaseException], ...] = (IntegrityError, ProgrammingError, InternalError)
 
 
 def _create_schema(factory: InfrastructureFactory[Any], schema: str | None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -25,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from adapters.sql.tables import connections, create_engine_for, metadata
+from adapters.sql.tables import connections, create_engine_for, create_tables, metadata
 from application.ports.connection_repository import (
     ConnectionPage,
     ConnectionQuery,
@@ -69,17 +68,8 @@ class SqlaConnectionRepository(ConnectionRepository):
         return cls(create_engine_for(url, sqlite_path), owns_engine=True)
 
     async def create_schema(self) -> None:
-        """Creates the table if missing; processes starting together race on PostgreSQL's
-        ``CREATE ... IF NOT EXISTS`` (a unique violation in its catalog), so the loser retries."""
-        for attempt in range(5):
-            try:
-                async with self._guard(), self._engine.begin() as conn:
-                    await conn.run_sync(metadata.create_all, tables=[connections])
-                return
-            except (sa_exc.IntegrityError, sa_exc.ProgrammingError):
-                if attempt == 4:
-                    raise
-                await asyncio.sleep(0.1 * (attempt + 1))
+        async with self._guard():
+            await create_tables(self._engine, metadata, [connections])
 
     async def close(self) -> None:
         if self._owns_engine:

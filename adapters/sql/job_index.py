@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from adapters.sql.tables import UtcDateTime
+from adapters.sql.tables import UtcDateTime, create_tables
 from application.job_summaries import summarise
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
@@ -69,14 +69,7 @@ class SqlaJobIndex(JobIndex):
         self._engine = engine
 
     async def create_schema(self) -> None:
-        for attempt in range(5):
-            try:
-                async with self._engine.begin() as conn:
-                    await conn.run_sync(_metadata.create_all)
-                return
-            except (sa_exc.IntegrityError, sa_exc.ProgrammingError):
-                if attempt == 4:
-                    raise
+        await create_tables(self._engine, _metadata)
 
     async def project(self, logged: Sequence[LoggedEvent]) -> None:
         if not logged:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from sqlalchemy import (
     event,
     text,
 )
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -136,3 +138,21 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
+
+
+async def create_tables(
+    engine: AsyncEngine, schema: MetaData, tables: list[Table] | None = None
+) -> None:
+    """Creates the tables if missing. Processes starting together race on PostgreSQL's
+    ``CREATE ... IF NOT EXISTS`` (a unique violation, or "tuple concurrently updated", in its
+    catalog); the loser retries."""
+    attempts = 5
+    for attempt in range(attempts):
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(schema.create_all, tables=tables)
+            return
+        except (sa_exc.IntegrityError, sa_exc.ProgrammingError, sa_exc.InternalError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.1 * (attempt + 1))
