@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,11 +15,6 @@ from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
 from adapters.crypto.sealing import AesGcmResultSealer
 from adapters.crypto.signing import HmacMessageSigner
-from adapters.datasources.mongodb import MongoReader
-from adapters.datasources.mssql import SqlServerReader
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.oracle import OracleReader
-from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.memory.rate_limiter import InMemoryTokenBucket
@@ -154,14 +149,40 @@ class Core:
         )
 
 
-def datasource_engines() -> dict[DatabaseType, DatasourceReader]:
-    """The engine adapter of each database type this build can read."""
+def datasource_engines() -> dict[DatabaseType, Callable[[], DatasourceReader]]:
+    """The engine adapter of each database type this build can read, built on first use."""
+
+    def postgres() -> DatasourceReader:
+        from adapters.datasources.postgres import PostgresReader
+
+        return PostgresReader()
+
+    def mysql() -> DatasourceReader:
+        from adapters.datasources.mysql import MySqlReader
+
+        return MySqlReader()
+
+    def sql_server() -> DatasourceReader:
+        from adapters.datasources.mssql import SqlServerReader
+
+        return SqlServerReader()
+
+    def oracle() -> DatasourceReader:
+        from adapters.datasources.oracle import OracleReader
+
+        return OracleReader()
+
+    def mongodb() -> DatasourceReader:
+        from adapters.datasources.mongodb import MongoReader
+
+        return MongoReader()
+
     return {
-        DatabaseType.POSTGRESQL: PostgresReader(),
-        DatabaseType.MYSQL: MySqlReader(),
-        DatabaseType.SQL_SERVER: SqlServerReader(),
-        DatabaseType.ORACLE: OracleReader(),
-        DatabaseType.MONGODB: MongoReader(),
+        DatabaseType.POSTGRESQL: postgres,
+        DatabaseType.MYSQL: mysql,
+        DatabaseType.SQL_SERVER: sql_server,
+        DatabaseType.ORACLE: oracle,
+        DatabaseType.MONGODB: mongodb,
     }
 
 
@@ -214,8 +235,7 @@ async def open_core(settings: Settings) -> AsyncIterator[Core]:
                 cipher,
                 internal_passwords={d.config_name: d.password for d in internal},
                 internal_tls={
-                    d.config_name: InternalTls(d.ssl_ca, d.ssl_cert, d.ssl_key)
-                    for d in internal
+                    d.config_name: InternalTls(d.ssl_ca, d.ssl_cert, d.ssl_key) for d in internal
                 },
             ),
             reader=reader,

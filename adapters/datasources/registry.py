@@ -1,8 +1,11 @@
-"""Dispatches datasource calls to the engine adapter of each endpoint's type."""
+"""Dispatches datasource calls to the engine adapter of each endpoint's type.
+
+Engines are given as factories and built on first use, so a process only loads the database
+drivers it actually needs (each costs several MiB of memory)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from application.errors import DatasourceUnavailable
 from application.ports.datasource_reader import DatasourceReader, RowChunk
@@ -11,13 +14,28 @@ from domain.schema import Schema, TableRead
 
 
 class EngineRegistry(DatasourceReader):
-    def __init__(self, engines: Mapping[DatabaseType, DatasourceReader]) -> None:
-        self._engines = dict(engines)
+    def __init__(self, factories: Mapping[DatabaseType, Callable[[], DatasourceReader]]) -> None:
+        self._factories = dict(factories)
+        self._engines: dict[DatabaseType, DatasourceReader] = {}
+
+    @classmethod
+    def of(cls, readers: Mapping[DatabaseType, DatasourceReader]) -> EngineRegistry:
+        """A registry of readers that are already built."""
+        registry = cls({db_type: (lambda r=reader: r) for db_type, reader in readers.items()})
+        registry._engines.update(readers)
+        return registry
+
+    @property
+    def types(self) -> frozenset[DatabaseType]:
+        return frozenset(self._factories)
 
     def _engine(self, endpoint: Endpoint) -> DatasourceReader:
         engine = self._engines.get(endpoint.type)
         if engine is None:
-            raise DatasourceUnavailable(f"unsupported database type {endpoint.type.value}")
+            factory = self._factories.get(endpoint.type)
+            if factory is None:
+                raise DatasourceUnavailable(f"unsupported database type {endpoint.type.value}")
+            engine = self._engines[endpoint.type] = factory()
         return engine
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:

@@ -41,7 +41,7 @@ class Api:
 
 
 def default_reader() -> DatasourceReader:
-    return EngineRegistry(
+    return EngineRegistry.of(
         {
             DatabaseType.POSTGRESQL: PostgresReader(connect_timeout=5),
             DatabaseType.MYSQL: MySqlReader(connect_timeout=5),

@@ -183,7 +183,7 @@ def app() -> Iterator[App]:
     repository = InMemoryConnectionRepository()
     store = InMemoryJobEventStore()
     storage = InMemoryResultStorage()
-    engines = EngineRegistry(
+    engines = EngineRegistry.of(
         {
             DatabaseType.POSTGRESQL: PostgresReader(),
             DatabaseType.MYSQL: MySqlReader(),
