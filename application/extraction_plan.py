@@ -31,6 +31,7 @@ class ExtractionError(ExtractionFailed):
         text = f"{PREFIX}[{category}] {message}"
         super().__init__(f"{text}: {detail}" if detail else text)
         self.category = category
+        self.detail = detail
 
 
 def validation_error(detail: str) -> ExtractionError:

@@ -108,7 +108,13 @@ class Core:
         options = self.settings.connections
         return ApiServices(
             request_job=RequestJob(
-                self.store, self.directory, self.endpoints, self.reader, self.clock, self.ids
+                self.store,
+                self.directory,
+                self.endpoints,
+                self.reader,
+                self.clock,
+                self.ids,
+                schemas=self.schema_cache,
             ),
             get_job=GetJob(self.store),
             get_job_history=GetJobHistory(self.store),

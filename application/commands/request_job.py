@@ -10,13 +10,16 @@ from typing import Any
 
 from application.connections import ConnectionDirectory, EndpointFactory
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
+from application.extraction_plan import ExtractionError, build_reads
 from application.ports.clock import Clock, IdGenerator
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
+from application.ports.schema_cache import SchemaCache, SchemaKey
 from domain import dedup
 from domain.connection import Connection, normalise_source
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
 from domain.job import Job, fold, request_job
+from domain.names import discovery_scope
 from domain.request import ExtractionRequest
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,9 @@ class RequestJob:
     clock: Clock
     ids: IdGenerator
     test_timeout: float = CONNECTION_TEST_TIMEOUT
+    schemas: SchemaCache | None = None
+    """Schemas already discovered (by validate-schema or a job); when one is known, the request
+    is checked against it now instead of failing later as ``job.failed``."""
 
     async def __call__(
         self,
@@ -74,6 +80,7 @@ class RequestJob:
             return RequestJobResult(existing, created=False)
         connections = await self._resolve(request)
         self._check_ownership(request, connections)
+        await self._check_known_schemas(request, connections)
         await self._test_connections(connections)
         for _attempt in range(3):
             slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
@@ -135,6 +142,26 @@ class RequestJob:
                     f"Connection '{name}' does not belong to the product identified by "
                     f"source '{request.source}'"
                 )
+
+    async def _check_known_schemas(
+        self, request: ExtractionRequest, connections: Mapping[str, Connection]
+    ) -> None:
+        if self.schemas is None:
+            return
+        for name in request.datasource_names:
+            connection = connections[name]
+            tables = request.mapped_fields[name]
+            key = SchemaKey(
+                connection.id, connection.version, discovery_scope(connection.type, list(tables))
+            )
+            schema = await self.schemas.get(key)
+            if schema is None:
+                continue
+            try:
+                build_reads(name, connection, schema, tables, request.filters.get(name, {}))
+            except ExtractionError as error:
+                detail = error.detail.removeprefix("FET-0401 - ")
+                raise InvalidRequest(detail or error.message) from None
 
     async def _test_connections(self, connections: Mapping[str, Connection]) -> None:
         external = [

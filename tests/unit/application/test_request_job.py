@@ -127,3 +127,57 @@ async def test_end_to_end_on_twins_result_decrypts_and_matches_hmac(app):
     }
     assert body["result"]["rowCount"] == 5
     assert body["result"]["sizeBytes"] == len(plaintext)
+
+
+async def _with_known_schema(app):
+    from adapters.memory.schema_cache import InMemorySchemaCache
+    from application.ports.schema_cache import SchemaKey
+    from domain.schema import Column, Schema, Table
+
+    connection = await app.connection()
+    cache = InMemorySchemaCache()
+    table = Table(None, "accounts", (Column("id", "integer"), Column("name", "text")))
+    await cache.put(
+        SchemaKey(connection.id, connection.version, ("public",)), Schema({"accounts": table})
+    )
+    app.request_job.schemas = cache
+
+
+@pytest.mark.parametrize(
+    ("mapped", "filters", "fragment"),
+    [
+        ({"pgsql": {"ghost": ["id"]}}, None, "table 'ghost' not found in datasource 'pgsql'"),
+        (
+            {"pgsql": {"accounts": ["id", "nope"]}},
+            None,
+            "field 'nope' not found in 'pgsql.accounts'",
+        ),
+        (
+            {"pgsql": {"accounts": ["id"]}},
+            {"pgsql": {"accounts": {"nope": {"eq": [1]}}}},
+            "filter on field 'nope' (operator 'eq') of table 'accounts' in datasource 'pgsql'",
+        ),
+        (
+            {"pgsql": {"accounts": ["id"]}},
+            {"pgsql": {"other": {"id": {"gt": [1]}}}},
+            "of table 'other' in datasource 'pgsql'",
+        ),
+    ],
+)
+async def test_request_is_checked_against_a_known_schema(app, mapped, filters, fragment):
+    await _with_known_schema(app)
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job(mapped, filters, SOURCE)
+    assert caught.value.code == "FET-0401"
+    assert fragment in caught.value.message
+    assert await app.store.read_log(0, 10) == []
+
+
+async def test_valid_request_passes_a_known_schema_and_unknown_ones_are_left_to_the_worker(app):
+    await _with_known_schema(app)
+    ok = await app.request_job(
+        {"pgsql": {"accounts": ["*"]}}, {"pgsql": {"accounts": {"id": {"gt": [1]}}}}, SOURCE
+    )
+    assert ok.created
+    later = await app.request_job({"pgsql": {"sales.orders": ["id"]}}, None, SOURCE)
+    assert later.created  # scope ('sales',) is not cached: the worker decides
