@@ -1,8 +1,11 @@
-"""The common result format for rows read through a DB-API driver (SQL Server, Oracle, MongoDB).
+"""The common result format: how every reader turns rows into JSON objects.
 
 One JSON object per row, keys sorted by code point, encoded by msgspec through a struct type built
-once per table; a few per-column converters fix what the driver's Python values would otherwise
-encode differently from the PostgreSQL reader:
+once per table (``row_builder``; plain dicts for tables with a column name msgspec cannot rename a
+struct field to: one holding ``"``, ``\\`` or a control character). The PostgreSQL and MySQL
+readers build rows with ``row_builder``/``row_factory`` directly; the SQL Server and Oracle
+readers through ``RowEncoder``. A few per-column converters fix what a driver's Python values
+would otherwise encode differently from the PostgreSQL reader:
 
 =========================  =========================================================================
 Python value               JSON value
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -86,12 +90,42 @@ def iso_duration(value: timedelta) -> str:
     return f"{sign}P{days}" + (f"T{clock}" if clock else "")
 
 
-def row_type(names: Sequence[str]) -> type[msgspec.Struct]:
-    """A struct whose fields encode as ``names`` (already sorted) in this order."""
+# msgspec refuses these in the encoded name of a struct field.
+_UNRENAMABLE = re.compile(r'["\\\x00-\x1f]')
+
+
+def row_builder(names: Sequence[str]) -> Callable[..., Any]:
+    """Builds one row object from its values in ``names`` order (sorted), which msgspec encodes
+    as a JSON object with those keys: a struct type built once (fast), or plain dicts when a
+    name holds a character msgspec cannot rename a field to (``"``, ``\\``, control)."""
+    if any(_UNRENAMABLE.search(name) for name in names):
+        keys = tuple(names)
+        return lambda *values: dict(zip(keys, values, strict=True))
     fields = [(f"f{i}", Any) for i in range(len(names))]
     return msgspec.defstruct(
         "Row", fields, rename={f"f{i}": name for i, name in enumerate(names)}, gc=False
     )
+
+
+def row_factory(
+    names: Sequence[str], converters: Mapping[int, Converter] | None = None
+) -> Callable[..., Any]:
+    """``row_builder(names)``, with ``converters`` (column position → function) applied to the
+    non-null values of their columns first."""
+    row = row_builder(names)
+    if not converters:
+        return row
+    ordered = tuple(sorted(converters.items()))
+
+    def build(*record: Any) -> Any:
+        values = list(record)
+        for index, convert in ordered:
+            value = values[index]
+            if value is not None:
+                values[index] = convert(value)
+        return row(*values)
+
+    return build
 
 
 @contextmanager
@@ -120,22 +154,10 @@ class RowEncoder:
         enc_hook: Callable[[Any], Any] | None = None,
     ) -> None:
         self.names = tuple(names)
-        self._row = row_type(self.names)
-        self._converters = tuple(sorted((converters or {}).items()))
+        self._row = row_factory(self.names, converters)
         self._encode = msgspec.json.Encoder(enc_hook=enc_hook).encode
 
     def encode(self, rows: Sequence[Sequence[Any]]) -> bytes:
         if not rows:
             return b""
-        if not self._converters:
-            return self._encode(list(starmap(self._row, rows)))[1:-1]
-        converters = self._converters
-        structs = []
-        for row in rows:
-            values = list(row)
-            for index, convert in converters:
-                value = values[index]
-                if value is not None:
-                    values[index] = convert(value)
-            structs.append(self._row(*values))
-        return self._encode(structs)[1:-1]
+        return self._encode(list(starmap(self._row, rows)))[1:-1]

@@ -77,7 +77,8 @@ from sqlalchemy.dialects.mysql.base import MySQLDialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.postgres import load_client_certificate, row_builder
+from adapters.datasources.encoding import row_factory
+from adapters.datasources.postgres import load_client_certificate
 from adapters.datasources.sql_filters import (
     LIKE_ESCAPE,
     FilterRules,
@@ -321,24 +322,6 @@ class _Statement:
     row: Callable[..., Any]
 
 
-def _row_factory(
-    names: Sequence[str], converters: Sequence[tuple[int, Callable[[Any], Any]]]
-) -> Callable[..., Any]:
-    row = row_builder(names)
-    if not converters:
-        return row
-
-    def build(*record: Any) -> Any:
-        values = list(record)
-        for index, convert in converters:
-            value = values[index]
-            if value is not None:
-                values[index] = convert(value)
-        return row(*values)
-
-    return build
-
-
 _QUERY_ERRORS = (pymysql.err.MySQLError, OSError, TimeoutError, asyncio.IncompleteReadError)
 
 
@@ -468,12 +451,12 @@ class MySqlReader(DatasourceReader):
         wanted = set(names) | set(read.filters)
         source = table(read.table.name, *(sql_column(n) for n in sorted(wanted)))
         outputs = []
-        converters = []
+        converters: dict[int, Callable[[Any], Any]] = {}
         for index, name in enumerate(names):
             expression, convert = _output(source.c[name], chosen[name].data_type)
             outputs.append(expression.label(name))
             if convert is not None:
-                converters.append((index, convert))
+                converters[index] = convert
         clauses: list[ColumnElement[bool]] = []
         for field, condition in read.filters.items():
             column = read.table.column(field)
@@ -489,7 +472,7 @@ class MySqlReader(DatasourceReader):
         if clauses:
             query = query.where(and_(*clauses))
         sql, params = to_mysql(query)
-        return _Statement(read.result_key, sql, params, _row_factory(names, converters))
+        return _Statement(read.result_key, sql, params, row_factory(names, converters))
 
     def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
         """Builds every statement now (a filter value that does not convert raises

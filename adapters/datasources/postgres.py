@@ -50,7 +50,6 @@ import asyncio
 import gc
 import math
 import os
-import re
 import ssl
 import tempfile
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -71,6 +70,7 @@ from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
+from adapters.datasources.encoding import row_builder
 from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filter_clauses
 from adapters.datasources.sql_values import Unconvertible, type_name
 from application.errors import (
@@ -237,22 +237,6 @@ def _output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any]:
     if data_type.startswith("_"):
         return cast(column, ARRAY(TEXT))
     return cast(column, TEXT)
-
-
-_UNRENAMABLE = re.compile(r'["\\\x00-\x1f]')
-
-
-def row_builder(names: Sequence[str]) -> Callable[..., Any]:
-    """Builds one row object from its values in ``names`` order (sorted), which msgspec encodes
-    as a JSON object with those keys: a struct type built once (fast), or plain dicts when a
-    name holds a character msgspec cannot rename a field to (``"``, ``\\``, control)."""
-    if any(_UNRENAMABLE.search(name) for name in names):
-        keys = tuple(names)
-        return lambda *values: dict(zip(keys, values, strict=True))
-    fields = [(f"f{i}", Any) for i in range(len(names))]
-    return msgspec.defstruct(
-        "Row", fields, rename={f"f{i}": name for i, name in enumerate(names)}, gc=False
-    )
 
 
 class PostgresReader(DatasourceReader):

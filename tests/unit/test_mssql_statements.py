@@ -308,6 +308,18 @@ def test_rows_encode_with_sorted_keys_and_nulls() -> None:
     assert found.encoder.encode([]) == b""
 
 
+@pytest.mark.parametrize("name", ['say "hi"', "C:\\dir", "tab\there", "line\nbreak", "nul\x00"])
+def test_column_names_msgspec_cannot_rename_a_field_to_still_encode(name: str) -> None:
+    table = Table("dbo", "Odd", (Column(name, "datetime2"), Column("id", "int")))
+    found = select_statement(ENDPOINT, TableRead("Odd", table, table.columns))
+    assert found is not None
+    rows = [{name: datetime(2024, 1, 1), "id": 1}, {name: None, "id": 2}]
+    data = found.encoder.encode([tuple(row[n] for n in found.encoder.names) for row in rows])
+    decoded = json.loads(b"[" + data + b"]")
+    assert decoded == [{name: "2024-01-01T00:00:00Z", "id": 1}, {name: None, "id": 2}]
+    assert list(decoded[0]) == sorted([name, "id"])
+
+
 # --- filters: every operator ------------------------------------------------------------------
 
 ID_COL = COLUMN["id"]

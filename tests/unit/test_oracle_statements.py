@@ -253,6 +253,17 @@ def test_negative_intervals_and_infinities() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("name", ['SAY "HI"', "C:\\DIR", "TAB\tHERE", "LINE\nBREAK"])
+def test_column_names_msgspec_cannot_rename_a_field_to_still_encode(name: str) -> None:
+    columns = (OracleColumn(name, "binary_float", name.lower()), OracleColumn("ID", "number(10,0)"))
+    table = Table("HR", "Odd", columns)
+    found = select_statement(ENDPOINT, TableRead("HR.ODD", table, columns))
+    assert found is not None
+    rows = [{"ID": 1, name: 1.100000023841858}, {"ID": 2, name: None}]
+    data = found.encoder.encode([tuple(row[n] for n in found.encoder.names) for row in rows])
+    assert json.loads(b"[" + data + b"]") == [{"ID": 1, name: 1.1}, {"ID": 2, name: None}]
+
+
 # --- filters: every operator ------------------------------------------------------------------
 
 ID_COL = COLUMN["ID"]
