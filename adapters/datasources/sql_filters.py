@@ -57,12 +57,16 @@ _END_OF_DAY = timedelta(days=1, microseconds=-1)
 class FilterRules:
     """How one engine makes the operators mean the same as everywhere else.
 
-    The defaults compare a column as it is (a column of an ``OTHER`` kind as its text) and bind
-    the converted values unchanged.
+    The defaults compare a column as it is (a column of an ``OTHER`` kind as its text) with the
+    converted values bound unchanged.
     """
 
     def kind(self, data_type: str) -> Kind:
         return column_kind(data_type)
+
+    def convert(self, kind: Kind, data_type: str, value: Any) -> Any:
+        """The value to bind for one JSON filter value; raises ``Unconvertible``."""
+        return self.bind(kind, data_type, convert(kind, value, data_type))
 
     def bind(self, kind: Kind, data_type: str, value: Any) -> Any:
         """The value to bind, from the converted one; may raise ``Unconvertible``."""
@@ -78,12 +82,27 @@ class FilterRules:
         """What ``<``, ``<=``, ``>`` and ``>=`` compare."""
         return self.compared(column, kind, data_type)
 
+    def operand(self, kind: Kind, data_type: str, value: Any) -> ColumnElement[Any]:
+        """What ``compared``/``ordered`` is compared with for one bound value."""
+        return literal(value)
+
     def any_of(
         self, column: ColumnElement[Any], kind: Kind, data_type: str, values: Sequence[Any]
     ) -> ColumnElement[bool]:
         """The column equals one of ``values`` (never empty)."""
         target = self.compared(column, kind, data_type)
-        return target == literal(values[0]) if len(values) == 1 else target.in_(values)
+        if len(values) == 1:
+            return target == self.operand(kind, data_type, values[0])
+        return target.in_(values)
+
+    def none_of(
+        self, column: ColumnElement[Any], kind: Kind, data_type: str, values: Sequence[Any]
+    ) -> ColumnElement[bool]:
+        """The column equals none of ``values`` (never empty); never true for NULL."""
+        target = self.compared(column, kind, data_type)
+        if len(values) == 1:
+            return target != self.operand(kind, data_type, values[0])
+        return target.not_in(values)
 
     def like(
         self, column: ColumnElement[Any], kind: Kind, data_type: str, pattern: str
@@ -116,7 +135,6 @@ class _Field:
         self.data_type = data_type
         self.where = where
         self.column = column
-        self.compared = rules.compared(column, self.kind, data_type)
         self.ordered = rules.ordered(column, self.kind, data_type)
 
     def error(self, op: str, message: str) -> InvalidRequest:
@@ -124,9 +142,7 @@ class _Field:
 
     def convert(self, op: str, value: Any) -> Any:
         try:
-            return self.rules.bind(
-                self.kind, self.data_type, convert(self.kind, value, self.data_type)
-            )
+            return self.rules.convert(self.kind, self.data_type, value)
         except Unconvertible as error:
             expected = error.expected or EXPECTED[self.kind]
             raise self.error(
@@ -140,10 +156,13 @@ class _Field:
             raise self.error(op, "does not accept null (only eq, ne, in and nin do)")
         return has_null, [self.convert(op, v) for v in raw if v is not None]
 
-    def single(self, op: str, raw: Sequence[Any]) -> Any:
+    def operand(self, value: Any) -> ColumnElement[Any]:
+        return self.rules.operand(self.kind, self.data_type, value)
+
+    def single(self, op: str, raw: Sequence[Any]) -> ColumnElement[Any]:
         if len(raw) != 1:
             raise self.error(op, f"must have exactly 1 value, got {len(raw)}")
-        return literal(self.values(op, raw)[1][0])
+        return self.operand(self.values(op, raw)[1][0])
 
 
 def _members(f: _Field, op: str, raw: Sequence[Any]) -> ColumnElement[bool]:
@@ -158,7 +177,7 @@ def _non_members(f: _Field, op: str, raw: Sequence[Any]) -> ColumnElement[bool]:
     has_null, values = f.values(op, raw)
     if not values:
         return f.column.is_not(None)
-    miss = f.compared != literal(values[0]) if len(values) == 1 else f.compared.not_in(values)
+    miss = f.rules.none_of(f.column, f.kind, f.data_type, values)
     return and_(f.column.is_not(None), miss) if has_null else miss
 
 
@@ -172,7 +191,7 @@ def _between(f: _Field, raw: Sequence[Any]) -> ColumnElement[bool]:
         and DATE_RE.fullmatch(raw[1])
     ):
         high = high + _END_OF_DAY
-    return and_(f.ordered >= literal(low), f.ordered <= literal(high))
+    return and_(f.ordered >= f.operand(low), f.ordered <= f.operand(high))
 
 
 def _like(f: _Field, raw: Sequence[Any]) -> ColumnElement[bool]:

@@ -38,7 +38,7 @@ SA_PASSWORD = "Fetcher-test-1"  # a throw-away container's password, not a secre
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 SETUP = [
-    "DROP TABLE IF EXISTS dbo.ds_types, dbo.ds_big, dbo.ds_empty, ds_sales.orders",
+    "DROP TABLE IF EXISTS dbo.ds_types, dbo.ds_big, dbo.ds_empty, dbo.ds_text, ds_sales.orders",
     "DROP VIEW IF EXISTS dbo.ds_view",
     "IF SCHEMA_ID('ds_sales') IS NOT NULL DROP SCHEMA ds_sales",
     "CREATE SCHEMA ds_sales",
@@ -67,6 +67,12 @@ SETUP = [
        FROM sys.all_objects AS a CROSS JOIN sys.all_objects AS b""",
     "UPDATE dbo.ds_big SET label = CONCAT('row ', id)",
     "CREATE TABLE dbo.ds_empty (id bigint)",
+    # Case-insensitive columns, as on most servers: filters must still compare exactly.
+    """CREATE TABLE dbo.ds_text (id int, v varchar(20) COLLATE SQL_Latin1_General_CP1_CI_AS,
+        nv nvarchar(20) COLLATE Latin1_General_100_CI_AI, c char(4), f bit)""",
+    """INSERT INTO dbo.ds_text VALUES (1, 'a', N'a', 'a', 1), (2, 'a ', N'a ', 'a ', 0),
+        (3, 'A', N'Á', 'A', NULL), (4, 'a' + CHAR(9), N'a' + NCHAR(9), 'a' + CHAR(9), 1),
+        (5, 'b', N'b', 'b', 0), (6, NULL, NULL, NULL, NULL)""",
     "CREATE VIEW dbo.ds_view AS SELECT id FROM dbo.ds_types",
     "CREATE TABLE ds_sales.orders (id int, total decimal(10,2))",
     "INSERT INTO ds_sales.orders VALUES (7, 70.00)",
@@ -314,6 +320,9 @@ FILTER_CASES: list[tuple[str, dict[str, dict[str, tuple[Any, ...]]], list[int]]]
     ("like escaped wildcards", {"label": {"like": ("a\\%b\\_c",)}}, [5]),
     ("like brackets are plain", {"code": {"like": ("x[y]%",)}}, [4]),
     ("like on integer", {"n": {"like": ("1%",)}}, [1]),
+    ("like on uniqueidentifier", {"ref": {"like": ("%0-00000000000_",)}},
+     [1, 2, 4, 5]),
+    ("gt text by code point", {"label": {"gt": ("a",)}}, [1, 2, 5]),
     ("eq unicode", {"Mixed Case": {"eq": ("ünï😀",)}}, [4]),
     ("eq reserved word column", {"order": {"eq": (2,)}}, [4]),
     ("hostile value matches literally", {"label": {"eq": (HOSTILE,)}}, [4]),
@@ -332,6 +341,39 @@ async def test_filters(
     expected: list[int],
 ) -> None:
     assert await ids(reader, endpoint, filters) == expected
+
+
+TEXT_CASES: list[tuple[str, dict[str, dict[str, tuple[Any, ...]]], list[int]]] = [
+    ("eq is case-sensitive and not padded", {"v": {"eq": ("a",)}}, [1]),
+    ("eq keeps trailing spaces", {"v": {"eq": ("a ",)}}, [2]),
+    ("eq is accent-sensitive", {"nv": {"eq": ("A",)}}, []),
+    ("in", {"nv": {"in": ("Á", "b")}}, [3, 5]),
+    ("ne", {"v": {"ne": ("a",)}}, [2, 3, 4, 5]),
+    ("nin", {"nv": {"nin": ("a", "a ")}}, [3, 4, 5]),
+    ("gt by code point", {"v": {"gt": ("a",)}}, [2, 4, 5]),
+    ("lt by code point", {"v": {"lt": ("a",)}}, [3]),
+    ("between", {"nv": {"between": ("a", "a ")}}, [1, 2, 4]),
+    ("like is not padded", {"v": {"like": ("a",)}}, [1]),
+    ("like one more character", {"nv": {"like": ("a_",)}}, [2, 4]),
+    ("like is case-sensitive", {"v": {"like": ("A%",)}}, [3]),
+    ("char compares as stored", {"c": {"eq": ("a   ",)}}, [1, 2]),
+    ("char without its padding", {"c": {"eq": ("a",)}}, []),
+    ("like on bit sees true/false, never null", {"f": {"like": ("%e",)}}, [1, 2, 4, 5]),
+    ("like on bit", {"f": {"like": ("f%",)}}, [2, 5]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"), [pytest.param(f, e, id=name) for name, f, e in TEXT_CASES]
+)
+async def test_text_compares_exactly_whatever_the_collation(
+    reader: SqlServerReader,
+    endpoint: Endpoint,
+    filters: dict[str, dict[str, tuple[Any, ...]]],
+    expected: list[int],
+) -> None:
+    rows = await read_table(reader, endpoint, "ds_text", ["id"], filters)
+    assert sorted(row["id"] for row in rows) == expected
 
 
 async def test_unconvertible_values_are_invalid_requests(

@@ -8,6 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from adapters.datasources.mssql import (
     DEFAULT_DRIVER,
@@ -323,6 +325,10 @@ def test_column_names_msgspec_cannot_rename_a_field_to_still_encode(name: str) -
 # --- filters: every operator ------------------------------------------------------------------
 
 ID_COL = COLUMN["id"]
+# How SQL Server compares text exactly (SqlServerRules): the column side and the value side.
+EXACT = "((CAST({c} AS NVARCHAR(max)) + NCHAR(0)) COLLATE Latin1_General_100_BIN2)"
+VALUE = "(CAST(? AS NVARCHAR(max)) + NCHAR(0))"
+PATTERN = "(? + NCHAR(0))"
 OPERATOR_CASES: list[tuple[str, dict[str, tuple[Any, ...]], str, tuple[Any, ...]]] = [
     ("eq", {"eq": (1,)}, f"{ID_COL} = ?", (1,)),
     ("eq several", {"eq": (1, "2")}, f"{ID_COL} IN (?, ?)", (1, 2)),
@@ -340,7 +346,7 @@ OPERATOR_CASES: list[tuple[str, dict[str, tuple[Any, ...]], str, tuple[Any, ...]
     ("between", {"between": (1, 5)}, f"{ID_COL} >= ? AND {ID_COL} <= ?", (1, 5)),
     ("in", {"in": (1, 2, 3)}, f"{ID_COL} IN (?, ?, ?)", (1, 2, 3)),
     ("nin", {"nin": (1, 2)}, f"({ID_COL} NOT IN (?, ?))", (1, 2)),
-    ("like", {"like": ("1%",)}, f"CAST({ID_COL} AS NVARCHAR(max)) LIKE ? ESCAPE '\\'", ("1%",)),
+    ("like", {"like": ("1%",)}, f"{EXACT.format(c=ID_COL)} LIKE {PATTERN} ESCAPE '\\'", ("1%",)),
     ("several AND-ed in order", {"lte": (9,), "gte": (1,), "ne": (5,)},
      f"{ID_COL} >= ? AND {ID_COL} <= ? AND {ID_COL} != ?", (1, 9, 5)),
     ("empty ignored", {"eq": ()}, None, ()),
@@ -365,7 +371,7 @@ def test_every_operator(
 def test_fields_are_anded_and_values_never_reach_the_sql() -> None:
     hostile = "x'); DROP TABLE Orders; --"
     sql, params = where({"label": {"eq": (hostile,)}, "id": {"gt": (1,)}})
-    assert sql == f"{COLUMN['label']} = ? AND {ID_COL} > ?"
+    assert sql == f"{EXACT.format(c=COLUMN['label'])} = {VALUE} AND {ID_COL} > ?"
     assert params == (hostile, 1)
 
 
@@ -381,11 +387,11 @@ TYPE_CASES: list[tuple[str, dict[str, tuple[Any, ...]], str, tuple[Any, ...]]] =
     ("r", {"lt": (1,)}, "{c} < ?", (1.0,)),
     ("flag", {"eq": ("true",)}, "{c} = ?", (True,)),
     ("flag", {"ne": (False,)}, "{c} != ?", (False,)),
-    ("label", {"eq": (42,)}, "{c} = ?", ("42",)),
-    ("code", {"like": ("A[1]%",)}, "{c} LIKE ? ESCAPE '\\'", ("A\\[1]%",)),
-    ("letter", {"in": ("a", "b")}, "{c} IN (?, ?)", ("a", "b")),
-    ("memo", {"eq": ("m",)}, "CAST({c} AS NVARCHAR(max)) = ?", ("m",)),
-    ("old", {"like": ("o%",)}, "CAST({c} AS NVARCHAR(max)) LIKE ? ESCAPE '\\'", ("o%",)),
+    ("label", {"eq": (42,)}, f"{EXACT} = {VALUE}", ("42",)),
+    ("code", {"like": ("A[1]%",)}, f"{EXACT} LIKE {PATTERN} ESCAPE '\\'", ("A\\[1]%",)),
+    ("letter", {"in": ("a", "b")}, f"{EXACT} IN ({VALUE[1:-1]}, {VALUE[1:-1]})", ("a", "b")),
+    ("memo", {"eq": ("m",)}, f"{EXACT} = {VALUE}", ("m",)),
+    ("old", {"like": ("o%",)}, f"{EXACT} LIKE {PATTERN} ESCAPE '\\'", ("o%",)),
     ("day", {"between": ("2024-01-15", "2024-01-31")}, "{c} >= ? AND {c} <= ?",
      (date(2024, 1, 15), date(2024, 1, 31))),
     ("clock", {"gt": ("13:00",)}, "{c} > ?", (time(13, 0),)),
@@ -396,9 +402,9 @@ TYPE_CASES: list[tuple[str, dict[str, tuple[Any, ...]], str, tuple[Any, ...]]] =
     ("at_tz", {"gte": ("2024-02-01T00:00:00+05:00",)}, "{c} >= ?", (datetime(2024, 1, 31, 19),)),
     ("ref", {"eq": ("00000000-0000-0000-0000-00000000000A",)}, "{c} = ?",
      ("00000000-0000-0000-0000-00000000000a",)),
-    ("blob", {"like": ("%x%",)}, "CAST({c} AS NVARCHAR(max)) LIKE ? ESCAPE '\\'", ("%x%",)),
-    ("version", {"eq": ("x",)}, "CAST({c} AS NVARCHAR(max)) = ?", ("x",)),
-    ("doc", {"eq": ("<a/>",)}, "CAST({c} AS NVARCHAR(max)) = ?", ("<a/>",)),
+    ("blob", {"like": ("%x%",)}, f"{EXACT} LIKE {PATTERN} ESCAPE '\\'", ("%x%",)),
+    ("version", {"eq": ("x",)}, f"{EXACT} = {VALUE}", ("x",)),
+    ("doc", {"eq": ("<a/>",)}, f"{EXACT} = {VALUE}", ("<a/>",)),
     ("Mixed Case", {"eq": (1,)}, "{c} = ?", (1,)),
     ("order", {"in": (1, 2)}, "{c} IN (?, ?)", (1, 2)),
     ("we]ird", {"eq": (1,)}, "{c} = ?", (1,)),
@@ -413,6 +419,92 @@ def test_every_column_type(
     name: str, condition: dict[str, tuple[Any, ...]], sql: str, params: tuple[Any, ...]
 ) -> None:
     assert where({name: condition}) == (sql.format(c=COLUMN[name]), params)
+
+
+# --- filters: text compares exactly ------------------------------------------------------------
+
+LABEL = EXACT.format(c=COLUMN["label"])
+TEXT_CASES: list[tuple[str, dict[str, tuple[Any, ...]], str, tuple[Any, ...]]] = [
+    ("eq", {"eq": ("Ab ",)}, f"{LABEL} = {VALUE}", ("Ab ",)),
+    ("eq several", {"eq": ("a", "B")}, f"{LABEL} IN ({VALUE[1:-1]}, {VALUE[1:-1]})", ("a", "B")),
+    ("in", {"in": ("a",)}, f"{LABEL} = {VALUE}", ("a",)),
+    ("in with null", {"in": (None, "a")},
+     f"{COLUMN['label']} IS NULL OR {LABEL} = {VALUE}", ("a",)),
+    ("ne", {"ne": ("a",)}, f"{LABEL} != {VALUE}", ("a",)),
+    ("nin", {"nin": ("a", "b")}, f"({LABEL} NOT IN ({VALUE[1:-1]}, {VALUE[1:-1]}))", ("a", "b")),
+    ("nin with null", {"nin": ("a", None)},
+     f"{COLUMN['label']} IS NOT NULL AND {LABEL} != {VALUE}", ("a",)),
+    ("gt", {"gt": ("a",)}, f"{LABEL} > {VALUE}", ("a",)),
+    ("gte", {"gte": ("a",)}, f"{LABEL} >= {VALUE}", ("a",)),
+    ("lt", {"lt": ("a",)}, f"{LABEL} < {VALUE}", ("a",)),
+    ("lte", {"lte": ("a",)}, f"{LABEL} <= {VALUE}", ("a",)),
+    ("between", {"between": ("a", "b")}, f"{LABEL} >= {VALUE} AND {LABEL} <= {VALUE}", ("a", "b")),
+    ("like", {"like": ("a_[b]%",)}, f"{LABEL} LIKE {PATTERN} ESCAPE '\\'", ("a_\\[b]%",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("condition", "sql", "params"),
+    [pytest.param(c, s, p, id=name) for name, c, s, p in TEXT_CASES],
+)
+def test_text_compares_exactly_under_a_binary_collation_without_padding(
+    condition: dict[str, tuple[Any, ...]], sql: str, params: tuple[Any, ...]
+) -> None:
+    assert where({"label": condition}) == (sql, params)
+
+
+@pytest.mark.parametrize(
+    ("name", "condition", "sql", "params"),
+    [
+        ("flag", {"like": ("t%",)},
+         "((CAST(CASE WHEN ({c} = ?) THEN 'true' WHEN ({c} = ?) THEN 'false' END AS NVARCHAR(max))"
+         " + NCHAR(0)) COLLATE Latin1_General_100_BIN2) LIKE (? + NCHAR(0)) ESCAPE '\\'",
+         (1, 0, "t%")),
+        ("ref", {"like": ("0000%",)},
+         "((CAST(lower(CAST({c} AS CHAR(36))) AS NVARCHAR(max)) + NCHAR(0)) "
+         "COLLATE Latin1_General_100_BIN2) LIKE (? + NCHAR(0)) ESCAPE '\\'", ("0000%",)),
+        ("geo", {"eq": ("POINT (1 2)",)},
+         "((CAST({c}.STAsText() AS NVARCHAR(max)) + NCHAR(0)) COLLATE Latin1_General_100_BIN2) "
+         f"= {VALUE}", ("POINT (1 2)",)),
+        ("node", {"gt": ("/1/",)}, f"{EXACT} > {VALUE}", ("/1/",)),
+        ("tiny", {"between": (0, 255)}, "{c} >= ? AND {c} <= ?", (0, 255)),
+        ("at_tz", {"lt": ("2024-01-01T01:00:00+01:00",)}, "{c} < ?", (datetime(2024, 1, 1),)),
+    ],
+)  # fmt: skip
+def test_other_columns_compare_by_the_text_the_result_shows(
+    name: str, condition: dict[str, tuple[Any, ...]], sql: str, params: tuple[Any, ...]
+) -> None:
+    assert where({name: condition}) == (sql.format(c=COLUMN[name]), params)
+
+
+def _padded_order(a: str, b: str) -> int:
+    """SQL Server's ``=``/``<`` on text under a binary collation: the shorter string padded
+    with spaces, then UTF-16 code units compared."""
+    width = max(len(a), len(b))
+    x = a.ljust(width).encode("utf-16-be")
+    y = b.ljust(width).encode("utf-16-be")
+    return (x > y) - (x < y)
+
+
+def _exact_order(a: str, b: str) -> int:
+    x, y = a.encode("utf-16-be"), b.encode("utf-16-be")
+    return (x > y) - (x < y)
+
+
+@given(
+    st.text(st.characters(min_codepoint=1, max_codepoint=0xFFFF, exclude_categories=["Cs"])),
+    st.text(st.characters(min_codepoint=1, max_codepoint=0xFFFF, exclude_categories=["Cs"])),
+)
+@example("a", "a ")
+@example("a", "a\t")
+@example("a ", "a\t")
+def test_the_sentinel_makes_padded_comparison_exact(a: str, b: str) -> None:
+    assert _padded_order(a + "\x00", b + "\x00") == _exact_order(a, b)
+
+
+def test_without_the_sentinel_padding_would_equate_and_misorder() -> None:
+    assert _padded_order("a", "a ") == 0
+    assert _padded_order("a", "a\t") == 1
 
 
 @pytest.mark.parametrize(
