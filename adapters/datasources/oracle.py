@@ -34,10 +34,13 @@ RAW, BLOB, LONG RAW                   standard base64 string
 BOOLEAN (23ai), JSON (21c)            ``true``/``false``; embedded JSON
 ====================================  =============================================================
 
-Filters: ``adapters.datasources.sql_filters``. ``DATE`` carries a time of day, so it is filtered as
-a timestamp; time-zone columns are compared in UTC; ``CLOB`` filters compare its first 4000
-characters; in ``like`` patterns a ``\\`` before a character other than ``%``, ``_`` or ``\\``
-stands for that character, as on the other engines (Oracle would reject it).
+Filters: ``adapters.datasources.sql_filters`` with ``OracleRules``. Text compares exactly, as on
+every engine: a bound string against ``VARCHAR2`` compares without blank padding, and binary,
+since every extraction session sets ``NLS_COMP`` and ``NLS_SORT`` to ``BINARY`` first (they are
+the defaults, but an instance parameter or a logon trigger may make them linguistic). An empty
+string is refused as a value (Oracle stores it as NULL). ``DATE`` carries a time of day, so it
+is filtered as a timestamp; time-zone columns compare in UTC; ``CLOB`` comparisons use its first
+4000 characters; see ``OracleRules`` for the details and the limits.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from typing import Any
 from typing import cast as typing_cast
 
 import oracledb
-from sqlalchemy import and_, func, select, table
+from sqlalchemy import String, and_, cast, func, select, table
 from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.oracle.oracledb import OracleDialect_oracledb
 from sqlalchemy.sql import visitors
@@ -71,7 +74,14 @@ from adapters.datasources.encoding import (
     paused_gc,
 )
 from adapters.datasources.encoding import utc as utc_datetime
-from adapters.datasources.sql_filters import filter_clauses
+from adapters.datasources.sql_filters import (
+    LIKE_ESCAPE,
+    FilterRules,
+    Kind,
+    column_kind,
+    filter_clauses,
+)
+from adapters.datasources.sql_values import Unconvertible
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,
@@ -95,6 +105,8 @@ SYSTEM_NAMES = frozenset(
 _TZ_TYPES = ("timestamp with time zone", "timestamp with local time zone")
 _LOB_TEXT = frozenset({"clob", "nclob"})
 _PARAMS_RE = re.compile(r"\([^)]*\)")
+# Filters compare text binary (OracleRules), whatever the instance or a logon trigger set.
+SESSION_SQL = "ALTER SESSION SET NLS_COMP = BINARY NLS_SORT = BINARY"
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,15 +275,65 @@ def _converter(data_type: str) -> Converter | None:
     return None
 
 
-def _filter_target(column: ColumnElement[Any], data_type: str) -> tuple[ColumnElement[Any], str]:
-    base = _base_type(data_type)
-    if base in _TZ_TYPES:
-        return func.sys_extract_utc(column), "timestamp"
-    if base == "date":
-        return column, "timestamp"
-    if base in _LOB_TEXT:
-        return func.dbms_lob.substr(column, 4000, 1), "varchar2"
-    return column, data_type
+class OracleRules(FilterRules):
+    """The operators' common meaning on Oracle.
+
+    Text compares as Oracle compares ``VARCHAR2`` with a bound string: no blank padding (a bind
+    variable is not ``CHAR``, so ``CHAR(n)`` values compare as stored, padded, as the result
+    shows them), and binary, because every extraction session sets ``NLS_COMP = BINARY`` and
+    ``NLS_SORT = BINARY`` (the defaults, which an instance parameter or a logon trigger may
+    change to a linguistic, case-insensitive comparison): byte order of the database character
+    set, which for AL32UTF8 is code point order, and UTF-16 code unit order for ``NVARCHAR2``
+    under AL16UTF16 (characters above U+FFFF before U+E000-U+FFFF). ``like`` is binary under
+    the same settings. Limit: a column declared with a collation of its own (Oracle 12.2 and
+    later, ``MAX_STRING_SIZE = EXTENDED`` only) compares by it; adding ``COLLATE BINARY`` is
+    not an option, since databases with ``MAX_STRING_SIZE = STANDARD`` refuse it (ORA-43929).
+
+    Oracle stores an empty string as NULL, so a filter value ``""`` compared as text could not
+    mean what it means elsewhere (``ne ""`` would match nothing): it is refused.
+
+    ``DATE`` carries a time of day, so it is filtered as a timestamp; time-zone columns compare
+    in UTC (``sys_extract_utc``, as the result shows them); ``CLOB``/``NCLOB`` compare their
+    first 4,000 characters (``=``/``<`` cannot take a LOB) and ``like`` matches the whole LOB;
+    ``BOOLEAN`` (23ai) matches ``like`` as ``true``/``false``; in ``like`` patterns a ``\\``
+    before a character other than ``%``, ``_`` or ``\\`` stands for that character
+    (``like_pattern``), as on the other engines (Oracle would reject it).
+    """
+
+    def kind(self, data_type: str) -> Kind:
+        base = _base_type(data_type)
+        if base == "date" or base in _TZ_TYPES:
+            return Kind.TIMESTAMP
+        return column_kind(data_type)
+
+    def bind(self, kind: Kind, data_type: str, value: Any) -> Any:
+        if value == "" and kind in (Kind.TEXT, Kind.OTHER):
+            raise Unconvertible("a non-empty string (Oracle stores an empty string as NULL)")
+        return value
+
+    def compared(
+        self, column: ColumnElement[Any], kind: Kind, data_type: str
+    ) -> ColumnElement[Any]:
+        base = _base_type(data_type)
+        if base in _TZ_TYPES:
+            return func.sys_extract_utc(column)
+        if base in _LOB_TEXT:
+            return func.dbms_lob.substr(column, 4000, 1)
+        return super().compared(column, kind, data_type)
+
+    def like(
+        self, column: ColumnElement[Any], kind: Kind, data_type: str, pattern: str
+    ) -> ColumnElement[bool]:
+        if kind is Kind.TEXT:
+            target = column
+        elif kind is Kind.BOOLEAN:
+            target = func.lower(cast(column, String))
+        else:
+            target = cast(self.compared(column, kind, data_type), String)
+        return target.like(like_pattern(pattern), escape=LIKE_ESCAPE)
+
+
+RULES = OracleRules()
 
 
 def _physical(column: Column) -> str:
@@ -306,15 +368,11 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> _Statement | None:
         where = f"'{read.result_key}.{field}' of database '{endpoint.database_name}'"
         if column is None:
             raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
-        target, filter_type = _filter_target(source.c[physical[field]], column.data_type)
-        if "like" in condition:
-            condition = {
-                **condition,
-                "like": tuple(
-                    like_pattern(v) if isinstance(v, str) else v for v in condition["like"]
-                ),
-            }
-        clauses.extend(filter_clauses(target, filter_type, condition, where=where))
+        clauses.extend(
+            filter_clauses(
+                source.c[physical[field]], column.data_type, condition, where=where, rules=RULES
+            )
+        )
     query = select(*outputs).select_from(source)
     if clauses:
         query = query.where(and_(*clauses))
@@ -435,6 +493,11 @@ class OracleReader(DatasourceReader):
             return
         connection = await self._connect(endpoint, self._connect_timeout)
         try:
+            try:
+                with connection.cursor() as cursor:
+                    await cursor.execute(SESSION_SQL)
+            except Exception as error:
+                raise DatasourceQueryFailed() from error
             for statement in statements:
                 async with aclosing(self._stream(connection, statement)) as chunks:
                     async for chunk in chunks:

@@ -36,7 +36,7 @@ HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 _DROP = """BEGIN
   FOR t IN (SELECT table_name FROM user_tables
-            WHERE table_name IN ('DS_TYPES', 'DS_BIG', 'DS_EMPTY', 'ds_lower')) LOOP
+            WHERE table_name IN ('DS_TYPES', 'DS_BIG', 'DS_EMPTY', 'DS_TEXT', 'ds_lower')) LOOP
     EXECUTE IMMEDIATE 'DROP TABLE "' || t.table_name || '" PURGE';
   END LOOP;
   FOR v IN (SELECT view_name FROM user_views WHERE view_name = 'DS_VIEW') LOOP
@@ -66,6 +66,13 @@ SETUP = [
     """CREATE TABLE DS_BIG AS SELECT CAST(LEVEL AS NUMBER(10)) AS ID, 'row ' || LEVEL AS LABEL
         FROM DUAL CONNECT BY LEVEL <= 25000""",
     "CREATE TABLE DS_EMPTY (ID NUMBER(19))",
+    "CREATE TABLE DS_TEXT (ID NUMBER(10), V VARCHAR2(20), C CHAR(4), NV NVARCHAR2(20))",
+    """INSERT INTO DS_TEXT
+        SELECT 1, 'a', 'a', N'a' FROM DUAL UNION ALL SELECT 2, 'a ', 'a ', N'a ' FROM DUAL
+        UNION ALL SELECT 3, 'A', 'A', N'Á' FROM DUAL
+        UNION ALL SELECT 4, 'a' || CHR(9), 'a' || CHR(9), N'a' || NCHR(9) FROM DUAL
+        UNION ALL SELECT 5, 'b', 'b', N'b' FROM DUAL UNION ALL SELECT 6, NULL, NULL, NULL FROM DUAL
+    """,
     'CREATE TABLE "ds_lower" ("id" NUMBER(10))',
     'INSERT INTO "ds_lower" VALUES (1)',
     "CREATE VIEW DS_VIEW AS SELECT ID FROM DS_TYPES",
@@ -316,6 +323,42 @@ async def test_filters(
     expected: list[int],
 ) -> None:
     assert await ids(reader, endpoint, filters) == expected
+
+
+TEXT_CASES: list[tuple[str, dict[str, dict[str, tuple[Any, ...]]], list[int]]] = [
+    ("eq is case-sensitive and not padded", {"V": {"eq": ("a",)}}, [1]),
+    ("eq keeps trailing spaces", {"V": {"eq": ("a ",)}}, [2]),
+    ("eq is accent-sensitive", {"NV": {"eq": ("A",)}}, []),
+    ("in", {"NV": {"in": ("Á", "b")}}, [3, 5]),
+    ("ne", {"V": {"ne": ("a",)}}, [2, 3, 4, 5]),
+    ("gt by code point", {"V": {"gt": ("a",)}}, [2, 4, 5]),
+    ("lt by code point", {"V": {"lt": ("a",)}}, [3]),
+    ("between", {"NV": {"between": ("a", "a ")}}, [1, 2, 4]),
+    ("like is not padded", {"V": {"like": ("a",)}}, [1]),
+    ("like one more character", {"NV": {"like": ("a_",)}}, [2, 4]),
+    ("char compares as stored", {"C": {"eq": ("a   ",)}}, [1, 2]),
+    ("char without its padding", {"C": {"eq": ("a",)}}, []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"), [pytest.param(f, e, id=name) for name, f, e in TEXT_CASES]
+)
+async def test_text_compares_exactly(
+    reader: OracleReader,
+    endpoint: Endpoint,
+    filters: dict[str, dict[str, tuple[Any, ...]]],
+    expected: list[int],
+) -> None:
+    rows = await read_table(reader, endpoint, "DS_TEXT", ["ID"], filters)
+    assert sorted(row["ID"] for row in rows) == expected
+
+
+async def test_an_empty_string_is_refused_as_oracle_cannot_hold_one(
+    reader: OracleReader, endpoint: Endpoint
+) -> None:
+    with pytest.raises(InvalidRequest, match="Oracle stores an empty string as NULL"):
+        await read_table(reader, endpoint, "DS_TEXT", ["ID"], {"V": {"ne": ("",)}})
 
 
 async def test_unconvertible_values_are_invalid_requests(

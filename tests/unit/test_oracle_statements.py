@@ -338,8 +338,16 @@ TYPE_CASES: list[tuple[str, dict[str, tuple[Any, ...]], str, dict[str, Any]]] = 
     ("LETTER", {"like": ("x%",)}, "{c} LIKE :p1 ESCAPE '\\'", {"p1": "x%"}),
     ("NOTE", {"eq": ("t",)}, "dbms_lob.substr({c}, :p1, :p2) = :p3",
      {"p1": 4000, "p2": 1, "p3": "t"}),
-    ("NNOTE", {"like": ("%t%",)}, "dbms_lob.substr({c}, :p1, :p2) LIKE :p3 ESCAPE '\\'",
-     {"p1": 4000, "p2": 1, "p3": "%t%"}),
+    ("NNOTE", {"like": ("%t%",)}, "{c} LIKE :p1 ESCAPE '\\'", {"p1": "%t%"}),
+    ("NOTE", {"gt": ("m",)}, "dbms_lob.substr({c}, :p1, :p2) > :p3",
+     {"p1": 4000, "p2": 1, "p3": "m"}),
+    ("FLAG", {"like": ("t%",)}, "lower(CAST({c} AS VARCHAR2(4000 CHAR))) LIKE :p1 ESCAPE '\\'",
+     {"p1": "t%"}),
+    ("AT_TZ", {"like": ("2024%",)},
+     "CAST(sys_extract_utc({c}) AS VARCHAR2(4000 CHAR)) LIKE :p1 ESCAPE '\\'", {"p1": "2024%"}),
+    ("LETTER", {"eq": ("x  ",)}, "{c} = :p1", {"p1": "x  "}),
+    ("LABEL", {"gt": ("a",)}, "{c} > :p1", {"p1": "a"}),
+    ("LABEL", {"ne": ("a", "B")}, "({c} NOT IN (:p1_1, :p1_2))", {"p1_1": "a", "p1_2": "B"}),
     ("DAY", {"between": ("2024-01-15", "2024-01-31")}, "{c} >= :p1 AND {c} <= :p2",
      {"p1": datetime(2024, 1, 15), "p2": datetime(2024, 1, 31, 23, 59, 59, 999999)}),
     ("DAY", {"eq": ("2024-01-15T10:30:00",)}, "{c} = :p1", {"p1": datetime(2024, 1, 15, 10, 30)}),
@@ -368,6 +376,60 @@ def test_every_column_type(
     assert where({name: condition}) == (sql.format(c=COLUMN[name]), params)
 
 
+class _Cursor:
+    def __init__(self, log: list[str], rows: list[tuple[Any, ...]]) -> None:
+        self.log, self.rows = log, rows
+        self.arraysize = self.prefetchrows = 0
+
+    def __enter__(self) -> _Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def execute(self, sql: str, params: Any = None, **options: Any) -> None:
+        self.log.append(sql)
+
+    async def fetchmany(self, size: int) -> list[tuple[Any, ...]]:
+        rows, self.rows = self.rows, []
+        return rows
+
+    def close(self) -> None:
+        pass
+
+
+class _Connection:
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.log: list[str] = []
+        self.rows = rows
+
+    def cursor(self) -> _Cursor:
+        return _Cursor(self.log, self.rows)
+
+    async def close(self) -> None:
+        self.log.append("closed")
+
+
+async def test_extraction_sessions_compare_text_binary_before_any_statement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    connection = _Connection([(1,), (2,)])
+
+    async def connect(endpoint: Endpoint, timeout: float) -> _Connection:
+        return connection
+
+    reader = OracleReader()
+    monkeypatch.setattr(reader, "_connect", connect)
+    read = TableRead("HR.ORDERS", TABLE, tuple(c for c in COLUMNS if c.name == "ID"))
+    chunks = [chunk async for chunk in reader.extract(ENDPOINT, [read])]
+    assert [chunk.data for chunk in chunks] == [b'{"ID":1},{"ID":2}']
+    assert connection.log == [
+        "ALTER SESSION SET NLS_COMP = BINARY NLS_SORT = BINARY",
+        'SELECT "HR"."Orders"."ID" \nFROM "HR"."Orders"',
+        "closed",
+    ]
+
+
 @pytest.mark.parametrize(
     ("pattern", "oracle"),
     [
@@ -394,6 +456,9 @@ def test_like_escapes_oracle_accepts(pattern: str, oracle: str) -> None:
         ("FLAG", {"eq": ("maybe",)}, "operator 'eq' expects a boolean"),
         ("ID", {"gt": (None,)}, "operator 'gt' does not accept null"),
         ("LABEL", {"like": ("a\\x\\",)}, "operator 'like' pattern must not end with the escape"),
+        ("LABEL", {"ne": ("",)}, "expects a non-empty string (Oracle stores an empty string as"),
+        ("NOTE", {"in": ("a", "")}, "expects a non-empty string"),
+        ("RAWV", {"gt": ("",)}, "expects a non-empty string"),
     ],
 )
 def test_unconvertible_values_are_invalid_requests(
