@@ -272,8 +272,8 @@ class MySqlRules(FilterRules):
     def like(
         self, column: ColumnElement[Any], kind: Kind, data_type: str, pattern: str
     ) -> ColumnElement[bool]:
-        if kind is Kind.BOOLEAN:
-            column = case((column != 0, "true"), else_="false")
+        if kind is Kind.BOOLEAN:  # NULL stays NULL, as CAST keeps it on the other engines
+            column = case((column != 0, "true"), (column == 0, "false"))
         target = _as_utf8(column).collate("utf8mb4_bin")
         return target.like(pattern, escape=LIKE_ESCAPE)
 

@@ -529,6 +529,7 @@ FILTER_CASES: list[tuple[str, dict[str, dict[str, tuple[Any, ...]]], list[int]]]
     ("like on integer", {"n": {"like": ("1%",)}}, [1]),
     ("like on uuid", {"ref": {"like": ("%5",)}}, [5]),
     ("like on boolean", {"active": {"like": ("tr%",)}}, [1, 4]),
+    ("like on boolean never matches null", {"active": {"like": ("f%",)}}, [2, 5]),
     ("eq json as text", {"doc": {"eq": ("[]",)}}, [2]),
     ("eq reserved word column", {"order": {"eq": (2,)}}, [4]),
     ("eq mixed case column", {"Mixed Case": {"eq": ("Upper",)}}, [1]),

@@ -409,8 +409,8 @@ def test_mysql_like_is_case_sensitive_under_utf8mb4_bin() -> None:
 def test_mysql_boolean_compares_zero_or_not() -> None:
     assert my("tinyint(1)", {"eq": ("true",)}) == ("(t.f != %s) = %s", (0, True))
     sql, params = my("bit(1)", {"like": ("t%",)})
-    assert "CASE WHEN (t.f != %s) THEN %s ELSE %s END" in sql
-    assert params == (0, "true", "false", "t%")
+    assert "CASE WHEN (t.f != %s) THEN %s WHEN (t.f = %s) THEN %s END" in sql
+    assert params == (0, "true", 0, "false", "t%")
 
 
 def test_mysql_float_values_are_rounded_to_single_precision() -> None:
