@@ -157,9 +157,7 @@ def validate_draft(draft: Draft, supported: Collection[DatabaseType]) -> Databas
         "databaseName": draft.database_name,
         "userName": draft.user_name,
     }
-    missing = {
-        name: f"{name} is a required field" for name, value in required.items() if not value
-    }
+    missing = {name: f"{name} is a required field" for name, value in required.items() if not value}
     if not draft.has_password:
         missing["password"] = "password is a required field"
     if draft.ssl_mode == "":

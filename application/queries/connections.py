@@ -112,8 +112,6 @@ class ListConnections:
             return page
         kind = wanted.type.upper() if wanted.type else None
         internal = [
-            c
-            for _, c in sorted(self.directory.internal.items())
-            if kind in (None, c.type.value)
+            c for _, c in sorted(self.directory.internal.items()) if kind in (None, c.type.value)
         ]
         return ConnectionPage(items=internal + page.items, total=page.total + len(internal))

@@ -168,8 +168,7 @@ class ConnectionController(Controller):
                 SchemaValid(
                     status="success",
                     message=(
-                        "Schema validated successfully. "
-                        "All datasources, tables, and fields exist."
+                        "Schema validated successfully. All datasources, tables, and fields exist."
                     ),
                 )
             )

@@ -43,8 +43,7 @@ def mariadb() -> Iterator[tuple[str, str]]:
         )
         cursor.execute(f"INSERT INTO `{database}`.customers VALUES (1, 'ann', NULL, 'x')")
         cursor.execute(
-            f"CREATE VIEW `{database}`.customer_names AS "
-            f"SELECT name FROM `{database}`.customers"
+            f"CREATE VIEW `{database}`.customer_names AS SELECT name FROM `{database}`.customers"
         )
     try:
         yield database, user
