@@ -29,6 +29,8 @@ services-stop:
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/deptry .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
