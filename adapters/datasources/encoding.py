@@ -45,6 +45,7 @@ import msgspec
 Converter = Callable[[Any], Any]
 
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_FLOAT32 = struct.Struct("<f")
 
 
 def utc(value: datetime) -> datetime:
@@ -65,11 +66,14 @@ def float32(value: float) -> float | str:
     ``1.100000023841858``)."""
     if not math.isfinite(value):
         return finite_float(value)
-    packed = struct.pack("<f", value)
+    packed = _FLOAT32.pack(value)
     for digits in range(1, 10):
         candidate = float(f"{value:.{digits}g}")
-        if struct.pack("<f", candidate) == packed:
-            return candidate
+        try:
+            if _FLOAT32.pack(candidate) == packed:
+                return candidate
+        except OverflowError:  # rounded up past the largest single-precision value
+            continue
     return value
 
 

@@ -300,6 +300,15 @@ def test_values_as_pyodbc_returns_them_encode_in_the_common_format() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [(3.4028234663852886e38, 3.4028235e38), (-3.4028234663852886e38, -3.4028235e38),
+     (1.401298464324817e-45, 1e-45), (0.0, 0.0)],
+)  # fmt: skip
+def test_real_values_at_the_ends_of_single_precision(stored: float, shown: float) -> None:
+    assert encode({"r": stored}) == {"r": shown}
+
+
 def test_rows_encode_with_sorted_keys_and_nulls() -> None:
     read = TableRead("Orders", TABLE, tuple(c for c in TABLE.columns if c.name in ("at", "id")))
     found = select_statement(ENDPOINT, read)
