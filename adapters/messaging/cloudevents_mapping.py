@@ -9,7 +9,6 @@ fractional zeros dropped).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from uuid import uuid4
 
 from cloudevents.core.bindings import rabbitmq
@@ -18,6 +17,7 @@ from cloudevents.core.v1.event import CloudEvent
 from adapters.messaging.envelope import SINGLE_TENANT, OutgoingMessage, header_text
 from application.ports.messaging import JobNotification
 from application.ports.signer import MessageSigner
+from application.timefmt import rfc3339nano
 
 JOB_STATUSES = frozenset({"completed", "failed"})
 CONTENT_TYPE = "application/json"
@@ -28,15 +28,6 @@ RESOURCE_TYPE = "job"
 def event_id(status: str, job_id: object) -> str:
     """The deterministic CloudEvents id: a consumer's dedup key."""
     return f"fetcher.job.{status}.{job_id}"
-
-
-def rfc3339_nano(moment: datetime) -> str:
-    """UTC, ``Z`` suffix, fraction without trailing zeros (Go ``time.RFC3339Nano``)."""
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    text = moment.replace(microsecond=0, tzinfo=None).isoformat()
-    if moment.microsecond:
-        text += "." + f"{moment.microsecond:06d}".rstrip("0")
-    return text + "Z"
 
 
 def job_event_message(
@@ -74,7 +65,7 @@ def job_event_message(
     headers: dict[str, str | int] = {
         name: header_text(value) for name, value in binary.headers.items()
     }
-    headers["ce-time"] = rfc3339_nano(notification.time)
+    headers["ce-time"] = rfc3339nano(notification.time)
     headers["ce-datacontenttype"] = binary.content_type or CONTENT_TYPE
     headers["X-Tenant-ID"] = SINGLE_TENANT
     headers["X-Request-Id"] = notification.request_id or str(uuid4())

@@ -13,7 +13,7 @@ from uuid import UUID
 import pytest
 from cloudevents.core.bindings import rabbitmq
 
-from adapters.messaging.cloudevents_mapping import job_event_message, rfc3339_nano
+from adapters.messaging.cloudevents_mapping import job_event_message
 from adapters.messaging.envelope import (
     Disposition,
     Outcome,
@@ -26,6 +26,7 @@ from adapters.messaging.envelope import (
 from application.errors import InvalidSignature
 from application.ports.messaging import JobNotification, WorkOrder
 from application.ports.signer import MessageSigner
+from application.timefmt import rfc3339nano
 
 KEY = bytes(range(32))
 JOB_ID = UUID("0190b8a0-0000-7000-8000-000000000001")
@@ -223,7 +224,7 @@ def test_event_id_is_deterministic_and_request_id_generated_when_missing() -> No
     ],
 )
 def test_ce_time_is_go_rfc3339nano_in_utc(moment: datetime, text: str) -> None:
-    assert rfc3339_nano(moment) == text
+    assert rfc3339nano(moment) == text
     message = job_event_message(
         _notification(time=moment),
         source=SOURCE,
