@@ -121,5 +121,6 @@ class JobController(Controller):
     async def read_history(
         self, services: NamedDependency[ApiServices], job_id: FromPath[str]
     ) -> JobHistory:
-        entries = await services.get_job_history(parse_id(job_id, "job"))
-        return JobHistory(jobId=job_id.lower(), events=[history_entry(e) for e in entries])
+        parsed = parse_id(job_id, "job")
+        entries = await services.get_job_history(parsed)
+        return JobHistory(jobId=str(parsed), events=[history_entry(e) for e in entries])

@@ -135,6 +135,9 @@ async def test_job_lifecycle_over_http(client, app):  # noqa: F811
     ]
     assert [e["version"] for e in history["events"]] == [1, 2, 3, 4]
     assert history["events"][2]["facts"]["hmac"] == job["resultHmac"]
+    braced = f"{{{accepted['jobId'].replace('-', '').upper()}}}"
+    same = (await client.get(f"/v1/fetcher/{braced}/events")).json()
+    assert same["jobId"] == accepted["jobId"]
 
 
 @pytest.mark.parametrize(
