@@ -11,6 +11,7 @@ from litestar import Response, get
 from litestar.di import NamedDependency
 
 from application.timefmt import rfc3339nano
+from domain.redaction import redact
 from entrypoints.container import ApiServices
 from entrypoints.http.schemas import Health, VersionView
 
@@ -29,7 +30,7 @@ async def _run_check(check: Any) -> dict[str, Any]:
     except TimeoutError:
         return {"status": "down", "error": "check timeout"}
     except Exception as error:
-        return {"status": "down", "error": str(error)[:512]}
+        return {"status": "down", "error": redact(str(error))[:512]}
     return {"status": "up", "latency_ms": int((time.monotonic() - started) * 1000)}
 
 

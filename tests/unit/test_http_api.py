@@ -193,3 +193,30 @@ async def test_operational_routes(client):
     assert (await client.get("/version")).json()["version"] == "0.0.0"
     schema = (await client.get("/openapi/openapi.json")).json()
     assert "/v1/fetcher" in schema["paths"]
+
+
+async def test_readyz_does_not_show_credentials_of_a_failing_check(app):  # noqa: F811
+    async def failing() -> None:
+        raise ConnectionError("cannot reach amqp://fetcher:hunter2@10.0.0.7:5672/ password=hunter2")
+
+    services = ApiServices(
+        request_job=app.request_job,
+        get_job=GetJob(app.store),
+        get_job_history=GetJobHistory(app.store),
+        connections=connection_services(
+            directory=app.request_job.directory,
+            endpoints=app.request_job.endpoints,
+            reader=app.reader,
+            clock=app.clock,
+            ids=app.register.ids,
+            jobs=InMemoryJobIndex(),
+            cache=InMemorySchemaCache(),
+            limiter=InMemoryTokenBucket(),
+        ),
+        checks={"event_store": app.store.check, "broker": failing},
+    )
+    async with AsyncTestClient(create_app(services)) as test_client:
+        ready = await test_client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["broker"]["status"] == "down"
+    assert "hunter2" not in ready.text and "10.0.0.7" not in ready.text
