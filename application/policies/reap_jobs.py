@@ -38,6 +38,7 @@ class ReapJobs:
 
     async def __call__(self) -> int:
         now = self.clock.now()
+        self._forget_redispatches_before(now - self.redispatch_every)
         acted = 0
         for summary in await self.index.stalled(now=now, pending_before=now - self.pending_timeout):
             job = jobs.fold(await self.store.job_events(summary.job_id))
@@ -61,6 +62,12 @@ class ReapJobs:
             except (ConcurrencyConflict, InvalidTransition):
                 continue
         return acted
+
+    def _forget_redispatches_before(self, moment: datetime) -> None:
+        """Older entries no longer hold a job back (``_due`` is true for them anyway), so the
+        map only keeps jobs redispatched within ``redispatch_every`` instead of growing."""
+        for job_id in [j for j, last in self._redispatched.items() if last <= moment]:
+            del self._redispatched[job_id]
 
     def _due(self, job_id: UUID, now: datetime) -> bool:
         last = self._redispatched.get(job_id)

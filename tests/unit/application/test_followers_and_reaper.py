@@ -56,6 +56,21 @@ async def test_reaper_redispatches_a_job_whose_lease_ran_out(app):
     assert events[2].worker_id == "worker-1" and events[2].attempt == 2
 
 
+async def test_reaper_forgets_redispatches_once_they_no_longer_hold_a_job_back(app):
+    index, follower = await _projection(app)
+    job = await _requested(app)
+    await app.store.append([jobs.claim(job, "dead-worker", app.clock.now(), LEASE)])
+    await follower.run_once()
+    reaper = ReapJobs(app.store, index, app.queue, app.clock)
+    app.clock.advance(minutes=11)
+    assert await reaper() == 1
+    await app.run_job(job.id)
+    await follower.run_once()
+    app.clock.advance(minutes=5)
+    assert await reaper() == 0
+    assert reaper._redispatched == {}
+
+
 async def test_reaper_fails_a_job_after_too_many_abandoned_claims(app):
     index, follower = await _projection(app)
     job = await _requested(app)
