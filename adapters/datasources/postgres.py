@@ -49,9 +49,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import math
-import os
 import ssl
-import tempfile
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -73,6 +71,7 @@ from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 from adapters.datasources.encoding import row_builder
 from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filter_clauses
 from adapters.datasources.sql_values import Unconvertible, type_name
+from adapters.datasources.tls import client_context, load_client_certificate
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,
@@ -131,34 +130,16 @@ def ssl_argument(endpoint: Endpoint) -> bool | str | ssl.SSLContext:
     if mode in ("allow", "prefer"):
         return "prefer"
     if mode == "require":
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
+        context = client_context(verify=False)
     elif mode in ("verify-ca", "verify-full"):
-        context = ssl.create_default_context(cadata=endpoint.ssl_ca or None)
-        context.check_hostname = mode == "verify-full"
+        context = client_context(
+            verify=True, ca=endpoint.ssl_ca, check_hostname=mode == "verify-full"
+        )
     else:
         raise InvalidSslMode(mode)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
     if endpoint.ssl_cert:
         load_client_certificate(context, endpoint.ssl_cert, endpoint.ssl_key)
     return context
-
-
-def load_client_certificate(context: ssl.SSLContext, cert: str, key: str | None) -> None:
-    """Loads a PEM client certificate (and key) into ``context``."""
-    # ssl only loads certificates from files: a private folder, removed at once.
-    with tempfile.TemporaryDirectory(prefix="fetcher-tls-") as folder:
-        paths = []
-        for name, pem in (("cert.pem", cert), ("key.pem", key)):
-            if pem is None:
-                continue
-            path = os.path.join(folder, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                file.write(pem)
-            paths.append(path)
-        context.load_cert_chain(paths[0], paths[1] if len(paths) > 1 else None)
 
 
 _NO_COLLATION = frozenset({'"char"'})

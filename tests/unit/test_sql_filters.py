@@ -13,8 +13,8 @@ from pymysql.converters import escape_string
 from sqlalchemy import and_, column, select, table
 from sqlalchemy.dialects import mysql
 
-from adapters.datasources.mysql import RULES as MY
-from adapters.datasources.mysql import to_mysql
+from adapters.datasources.mysql_statements import RULES as MY
+from adapters.datasources.mysql_statements import to_mysql
 from adapters.datasources.postgres import RULES as PG
 from adapters.datasources.postgres import to_asyncpg
 from adapters.datasources.sql_filters import Kind, column_kind, filter_clauses
