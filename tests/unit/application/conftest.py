@@ -17,7 +17,8 @@ from adapters.memory.datasource_reader import InMemoryDatasourceReader, MemoryTa
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.messaging import RecordingJobEventPublisher, RecordingWorkQueue
 from adapters.memory.result_storage import InMemoryResultStorage
-from application.commands.manage_connections import ConnectionInput, RegisterConnection
+from application.commands.connection_input import ConnectionInput
+from application.commands.register_connection import RegisterConnection
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.connections import ConnectionDirectory, EndpointFactory
