@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from adapters.datasources.mssql import DEFAULT_DRIVER, SqlServerReader
+from adapters.datasources.mssql import SqlServerReader
+from adapters.datasources.mssql_connection import DEFAULT_DRIVER
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import RowChunk
 from domain.connection import DatabaseType, Endpoint
@@ -82,7 +83,7 @@ SETUP = [
 async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
     import aioodbc
 
-    from adapters.datasources.mssql import connection_string
+    from adapters.datasources.mssql_connection import connection_string
 
     driver = endpoint.options.get("driver") or SqlServerReader().driver()
     async with aioodbc.connect(dsn=connection_string(endpoint, driver), autocommit=True) as conn:

@@ -11,14 +11,16 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from adapters.datasources.mssql import (
+from adapters.datasources.mssql import SqlServerReader
+from adapters.datasources.mssql_connection import (
     DEFAULT_DRIVER,
     MICROSOFT_DRIVER,
-    SqlServerReader,
     connection_string,
-    discovery_statement,
     encryption_attributes,
-    escape_brackets,
+)
+from adapters.datasources.mssql_filters import escape_brackets
+from adapters.datasources.mssql_statements import (
+    discovery_statement,
     is_system,
     select_statement,
     table_key,
