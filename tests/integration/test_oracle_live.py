@@ -16,7 +16,8 @@ from typing import Any
 import oracledb
 import pytest
 
-from adapters.datasources.oracle import SERVICE_NAME_REQUIRED, OracleReader
+from adapters.datasources.oracle import OracleReader
+from adapters.datasources.oracle_connection import SERVICE_NAME_REQUIRED
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import RowChunk
 from domain.connection import DatabaseType, Endpoint

@@ -11,18 +11,17 @@ from typing import Any
 import oracledb
 import pytest
 
-from adapters.datasources.oracle import (
-    SERVICE_NAME_REQUIRED,
+from adapters.datasources.oracle import OracleReader
+from adapters.datasources.oracle_connection import SERVICE_NAME_REQUIRED, connect_arguments
+from adapters.datasources.oracle_filters import like_pattern
+from adapters.datasources.oracle_statements import (
     OracleColumn,
-    OracleReader,
-    column_type,
-    connect_arguments,
     discovery_statement,
     is_system,
-    like_pattern,
     select_statement,
     table_key,
 )
+from adapters.datasources.oracle_values import column_type
 from application.errors import InvalidSslMode
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
