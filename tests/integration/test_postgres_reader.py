@@ -20,7 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from adapters.datasources.postgres import PostgresReader, ssl_argument
+from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.postgres_connection import ssl_argument
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,

@@ -15,8 +15,8 @@ from sqlalchemy.dialects import mysql
 
 from adapters.datasources.mysql_statements import RULES as MY
 from adapters.datasources.mysql_statements import to_mysql
-from adapters.datasources.postgres import RULES as PG
-from adapters.datasources.postgres import to_asyncpg
+from adapters.datasources.postgres_statements import RULES as PG
+from adapters.datasources.postgres_statements import to_asyncpg
 from adapters.datasources.sql_filters import Kind, column_kind, filter_clauses
 from domain.errors import InvalidRequest
 

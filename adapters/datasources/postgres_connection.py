@@ -1,0 +1,71 @@
+"""PostgreSQL connections on asyncpg: the reference's parameters and SSL modes (§3.3).
+
+Host, port, user, password and database are driver arguments (no DSN). SSL modes: ``""`` and
+``disable`` no TLS; ``allow`` and ``prefer`` TLS when the server offers it; ``require`` TLS
+without verification; ``verify-ca`` the server verified against ``ssl.ca`` (else the system
+store), ``verify-full`` its host name too. A client certificate and key are used when given.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import asyncpg
+
+from adapters.datasources.tls import client_context, load_client_certificate
+from application.errors import DatasourceUnavailable, InvalidSslMode
+from domain.connection import Endpoint
+from domain.errors import FetcherError
+
+
+def ssl_argument(endpoint: Endpoint) -> bool | str | ssl.SSLContext:
+    """asyncpg's ``ssl`` argument for the endpoint's mode (reference §3.3, CA/cert/key applied)."""
+    mode = endpoint.ssl_mode
+    if mode in ("", "disable"):
+        return False
+    if mode in ("allow", "prefer"):
+        return "prefer"
+    if mode == "require":
+        context = client_context(verify=False)
+    elif mode in ("verify-ca", "verify-full"):
+        context = client_context(
+            verify=True, ca=endpoint.ssl_ca, check_hostname=mode == "verify-full"
+        )
+    else:
+        raise InvalidSslMode(mode)
+    if endpoint.ssl_cert:
+        load_client_certificate(context, endpoint.ssl_cert, endpoint.ssl_key)
+    return context
+
+
+async def connect(endpoint: Endpoint, timeout: float) -> asyncpg.Connection:
+    """A connection without a statement cache; ``DatasourceUnavailable`` when it cannot be
+    opened."""
+    tls = ssl_argument(endpoint)
+    try:
+        return await asyncpg.connect(
+            host=endpoint.host,
+            port=endpoint.port,
+            user=endpoint.user_name,
+            password=endpoint.password,
+            database=endpoint.database_name,
+            ssl=tls,
+            timeout=timeout,
+            statement_cache_size=0,
+            server_settings={"application_name": "fetcher"},
+        )
+    except FetcherError:
+        raise
+    except Exception as error:
+        raise DatasourceUnavailable("failed to connect to datasource") from error
+
+
+async def close(connection: asyncpg.Connection) -> None:
+    """Closes within 5 seconds, else drops the connection."""
+    try:
+        await connection.close(timeout=5)
+    except Exception:
+        connection.terminate()
+    except BaseException:
+        connection.terminate()
+        raise

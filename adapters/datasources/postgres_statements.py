@@ -1,0 +1,187 @@
+"""PostgreSQL statements, built with SQLAlchemy Core: discovery, reads and filters.
+
+Statements use quoted identifiers and asyncpg's ``$n`` parameters, without bind casts (the
+server infers each parameter's type from what it is compared with). Nothing from a request
+reaches the SQL text except catalog-checked identifiers through SQLAlchemy's quoting. Columns
+whose asyncpg value does not encode as the common result format are cast on the server (see
+``postgres.py`` for the format).
+
+Discovery: base tables of the schemas in the scope (default ``public``), keyed ``table`` in
+``public`` and ``schema.table`` elsewhere, ``pg_*`` and ``information_schema`` left out; array
+and user-defined columns are typed by their ``udt_name`` (``_int4``, ``citext``...).
+
+Filters (``sql_filters`` with ``PostgresRules``) mean the same as on every engine: text compares
+exactly and orders by code point (``COLLATE "C"``), ``like`` is case-sensitive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+from typing import cast as typing_cast
+
+from sqlalchemy import and_, cast, select, table
+from sqlalchemy import column as sql_column
+from sqlalchemy.dialects.postgresql import ARRAY, TEXT, TIMESTAMP
+from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.engine.interfaces import BindTyping
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
+
+from adapters.datasources.encoding import row_builder
+from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filter_clauses
+from adapters.datasources.sql_values import Unconvertible, type_name
+from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
+from domain.errors import InvalidRequest
+from domain.schema import Column, Schema, Table, TableRead
+
+DEFAULT_SCHEMA_NAME = DEFAULT_SCHEMA[DatabaseType.POSTGRESQL]
+SYSTEM_PREFIXES = ("pg_", "information_schema")
+
+DISCOVER_SQL = """
+SELECT t.table_schema, t.table_name, c.column_name, c.data_type, c.udt_name
+FROM information_schema.tables AS t
+LEFT JOIN information_schema.columns AS c
+  ON c.table_schema = t.table_schema AND c.table_name = t.table_name
+WHERE t.table_type = 'BASE TABLE' AND t.table_schema = ANY($1::text[])
+ORDER BY t.table_schema, t.table_name, c.ordinal_position
+"""
+
+# Types whose asyncpg value msgspec encodes as documented in postgres.py, as they come.
+# Everything else is cast on the server: numeric and uuid to text (same JSON, far less Python
+# work per value than Decimal/UUID objects, and numeric keeps its exact digits without
+# exponents), timestamps to timestamptz (the transaction runs in UTC), anything else to its text.
+# fmt: off
+_NATIVE = frozenset({
+    "smallint", "integer", "bigint", "real", "double precision", "boolean", "text",
+    "character varying", "character", "name", "date", "timestamp with time zone",
+    "time without time zone", "time with time zone", "bytea", "json", "jsonb",
+    "_int2", "_int4", "_int8", "_float4", "_float8", "_bool", "_text", "_varchar", "_bpchar",
+    "_name", "_date", "_timestamptz", "_time", "_timetz", "_bytea", "_json", "_jsonb",
+})
+# fmt: on
+
+
+_NO_COLLATION = frozenset({'"char"'})
+
+
+class PostgresRules(FilterRules):
+    """Exact text on PostgreSQL: equality is already exact under deterministic collations;
+    ordering uses ``COLLATE "C"`` (code point order in UTF-8 databases, whatever the column's
+    collation); ``citext`` compares as ``text``; text with NUL characters cannot be bound."""
+
+    def bind(self, kind: Kind, data_type: str, value: Any) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            raise Unconvertible("a string without NUL characters")
+        return value
+
+    def compared(
+        self, column: ColumnElement[Any], kind: Kind, data_type: str
+    ) -> ColumnElement[Any]:
+        if type_name(data_type) == "citext":
+            return cast(column, TEXT)
+        return super().compared(column, kind, data_type)
+
+    def ordered(self, column: ColumnElement[Any], kind: Kind, data_type: str) -> ColumnElement[Any]:
+        target = self.compared(column, kind, data_type)
+        if kind in (Kind.TEXT, Kind.OTHER) and type_name(data_type) not in _NO_COLLATION:
+            return target.collate("C")
+        return target
+
+    def like(
+        self, column: ColumnElement[Any], kind: Kind, data_type: str, pattern: str
+    ) -> ColumnElement[bool]:
+        if type_name(data_type) == "citext":
+            return cast(column, TEXT).like(pattern, escape=LIKE_ESCAPE)
+        return super().like(column, kind, data_type, pattern)
+
+
+RULES = PostgresRules()
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    result_key: str
+    sql: str
+    params: tuple[Any, ...]
+    row: Callable[..., Any]
+
+
+class _SqlDialect(PGDialect):
+    """PostgreSQL SQL with asyncpg's ``$n`` placeholders and no bind casts: the server infers
+    each parameter's type from the column it is compared with."""
+
+    bind_typing = BindTyping.NONE
+
+
+@cache
+def _dialect() -> _SqlDialect:
+    return _SqlDialect(paramstyle="numeric_dollar")
+
+
+def to_asyncpg(statement: ClauseElement) -> tuple[str, tuple[Any, ...]]:
+    """SQL text with ``$n`` placeholders and the positional values, as asyncpg takes them."""
+    compiled = typing_cast(
+        SQLCompiler,
+        statement.compile(dialect=_dialect(), compile_kwargs={"render_postcompile": True}),
+    )
+    return compiled.string, tuple(compiled.params[name] for name in compiled.positiontup or ())
+
+
+def _output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any]:
+    if data_type in _NATIVE:
+        return column
+    if data_type == "timestamp without time zone":
+        return cast(column, TIMESTAMP(timezone=True))
+    if data_type == "_timestamp":
+        return cast(column, ARRAY(TIMESTAMP(timezone=True)))
+    if data_type.startswith("_"):
+        return cast(column, ARRAY(TEXT))
+    return cast(column, TEXT)
+
+
+def discovered_schema(records: Sequence[Sequence[Any]]) -> Schema:
+    """The schema from the rows of ``DISCOVER_SQL``."""
+    columns: dict[tuple[str, str], list[Column]] = {}
+    for schema_name, table_name, column_name, data_type, udt_name in records:
+        found = columns.setdefault((schema_name, table_name), [])
+        if column_name is not None:
+            kind = udt_name if data_type in ("ARRAY", "USER-DEFINED") else data_type
+            found.append(Column(name=column_name, data_type=kind.lower()))
+    tables: dict[str, Table] = {}
+    for (schema_name, table_name), table_columns in columns.items():
+        key = table_name if schema_name == DEFAULT_SCHEMA_NAME else f"{schema_name}.{table_name}"
+        if key.startswith(SYSTEM_PREFIXES):
+            continue
+        tables[key] = Table(schema=schema_name, name=table_name, columns=tuple(table_columns))
+    return Schema(tables=tables)
+
+
+def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
+    """The statement reading one table, or ``None`` when no column is asked for; a filter that
+    does not fit raises ``InvalidRequest``."""
+    chosen = {c.name: c for c in read.columns}
+    names = sorted(chosen)
+    if not names:
+        return None
+    wanted = set(names) | set(read.filters)
+    source = table(
+        read.table.name, *(sql_column(n) for n in sorted(wanted)), schema=read.table.schema
+    )
+    outputs = [_output(source.c[n], chosen[n].data_type).label(n) for n in names]
+    clauses: list[ColumnElement[bool]] = []
+    for field, condition in read.filters.items():
+        column = read.table.column(field)
+        where = f"'{read.result_key}.{field}' of database '{endpoint.database_name}'"
+        if column is None:
+            raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
+        clauses.extend(
+            filter_clauses(source.c[field], column.data_type, condition, where=where, rules=RULES)
+        )
+    query = select(*outputs).select_from(source)
+    if clauses:
+        query = query.where(and_(*clauses))
+    sql, params = to_asyncpg(query)
+    return Statement(read.result_key, sql, params, row_builder(names))
