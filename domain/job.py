@@ -272,6 +272,11 @@ def _(event: JobFailed, job: Job | None) -> Job:
     )
 
 
+def apply(event: JobEvent, job: Job | None) -> Job:
+    """The snapshot after one event."""
+    return _apply(event, job)
+
+
 def fold(events: Iterable[JobEvent], job: Job | None = None) -> Job | None:
     for event in events:
         job = _apply(event, job)

@@ -35,6 +35,7 @@ from application.connections import (
     InternalTls,
     internal_id,
 )
+from application.fresh_job_index import FreshJobIndex
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
@@ -124,7 +125,7 @@ class Core:
                 reader=self.reader,
                 clock=self.clock,
                 ids=self.ids,
-                jobs=self.index,
+                jobs=FreshJobIndex(self.index, self.store),
                 cache=self.schema_cache,
                 limiter=self.test_limiter,
                 guard=self.host_guard,
@@ -261,7 +262,8 @@ async def open_storage(settings: Settings) -> AsyncIterator[ResultStorage]:
     config = settings.storage
     storage: ResultStorage
     if config.uses_s3:
-        assert config.bucket is not None
+        if config.bucket is None:
+            raise SettingsError("OBJECT_STORAGE_BUCKET is required")
         storage = await S3ResultStorage.open(
             S3Settings(
                 bucket=config.bucket,

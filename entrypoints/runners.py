@@ -16,11 +16,13 @@ from adapters.messaging.envelope import Outcome
 from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.commands.run_job import RunJob, RunOutcome
+from application.fresh_job_index import FreshJobIndex
 from application.policies import dispatch_work, emit_events
 from application.policies.dispatch_work import DispatchWork
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower, PeriodicTask, ProjectionFollower
 from application.policies.reap_jobs import ReapJobs
+from application.policies.requeue_pending import RequeuePending
 from application.ports.messaging import JobEventPublisher, WorkOrder, WorkQueue
 from entrypoints.bootstrap import (
     Core,
@@ -69,10 +71,10 @@ async def _until_stopped(stop: asyncio.Event, *jobs: Coroutine[Any, Any, Any]) -
                 raise task.exception()  # type: ignore[misc]
     finally:
         stop.set()
-        await asyncio.wait(tasks, timeout=35)
-        for task in tasks:
+        _, late = await asyncio.wait(tasks, timeout=35)
+        for task in (*late, stopper):
             task.cancel()
-        stopper.cancel()
+        await asyncio.gather(*late, stopper, return_exceptions=True)
 
 
 def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
@@ -146,11 +148,17 @@ async def serve(settings: Settings) -> None:
         handler = _handler(core.run_job(storage), emitter.wake.set)
         consumer: Any
         if isinstance(queue, InProcessWorkQueue):
+            requeued = await RequeuePending(
+                core.store, FreshJobIndex(core.index, core.store), queue, core.clock
+            )()
+            if requeued:
+                log.info("requeued %d pending jobs after a restart", requeued)
             consumer = InProcessWorkConsumer(
                 queue, core.internal_signer, handler, concurrency=settings.broker.workers
             )
         else:
-            assert settings.broker.url is not None
+            if settings.broker.url is None:
+                raise SettingsError("RABBITMQ_URL is required")
             consumer = await RabbitWorkConsumer.connect(
                 settings.broker.url,
                 settings.broker.work_queue,

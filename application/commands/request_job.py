@@ -18,7 +18,7 @@ from application.ports.schema_cache import SchemaCache, SchemaKey
 from domain import dedup
 from domain.connection import Connection, normalise_source
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
-from domain.job import Job, fold, request_job
+from domain.job import Job, apply, fold, request_job
 from domain.names import discovery_scope
 from domain.request import ExtractionRequest
 
@@ -96,8 +96,7 @@ class RequestJob:
                 )
             except ConcurrencyConflict:
                 continue
-            job = fold([requested])
-            assert job is not None
+            job = apply(requested, None)
             return RequestJobResult(job, created=True, notification_id=notification_id)
         raise ConcurrencyConflict("the request could not be recorded; please retry")
 

@@ -44,9 +44,31 @@ class RunLimits:
     max_result_bytes: int = 256 * 1024 * 1024
     timeout: float = 300.0
     parallelism: int = 4
-    lease: timedelta = timedelta(minutes=10)
     attempts: int = 3
     retry_backoff: float = 1.0
+    lease: timedelta | None = None
+    """Defaults to ``lease_for`` the other limits; a shorter one is refused."""
+
+    @staticmethod
+    def lease_for(timeout: float, attempts: int = 3, retry_backoff: float = 1.0) -> timedelta:
+        """A lease that outlasts every attempt with its backoff, plus a minute to record the
+        outcome: the reaper must never hand a job to a second worker while the first can
+        still be working on it."""
+        backoffs = sum(retry_backoff * 2**n for n in range(attempts - 1))
+        return timedelta(seconds=attempts * timeout + backoffs + 60)
+
+    def __post_init__(self) -> None:
+        needed = self.lease_for(self.timeout, self.attempts, self.retry_backoff)
+        if self.lease is None:
+            object.__setattr__(self, "lease", needed)
+        elif self.lease < needed:
+            raise ValueError(f"a lease of {self.lease} is shorter than the work it covers")
+
+    @property
+    def claim_lease(self) -> timedelta:
+        if self.lease is None:  # set in __post_init__
+            raise RuntimeError("lease not set")
+        return self.lease
 
 
 @dataclass(slots=True)
@@ -69,13 +91,12 @@ class RunJob:
         if job.is_terminal:
             return RunOutcome.DONE
         try:
-            claimed = jobs.claim(job, self.worker_id, self.clock.now(), self.limits.lease)
+            claimed = jobs.claim(job, self.worker_id, self.clock.now(), self.limits.claim_lease)
             await self.store.append([claimed])
         except (InvalidTransition, ConcurrencyConflict):
             log.info("job %s is being handled by another worker", job_id)
             return RunOutcome.DONE
-        job = jobs.fold([claimed], job)
-        assert job is not None
+        job = jobs.apply(claimed, job)
         started = time.monotonic()
         try:
             written = await self._extract_with_retries(job)
@@ -137,7 +158,7 @@ class RunJob:
             try:
                 endpoint = self.endpoints.endpoint(connection)
             except CredentialKeyMissing as error:
-                raise ExtractionError("unavailable", error.message) from error
+                raise ExtractionError("precondition", error.message) from error
             filters: Mapping[str, Any] = request.filters.get(name, {})
             async with gate:
                 return await plan_datasource(
@@ -162,8 +183,7 @@ class RunJob:
             hmac=written.hmac,
         )
         stored = jobs.store_result(job, self.worker_id, ref, now)
-        after = jobs.fold([stored], job)
-        assert after is not None
+        after = jobs.apply(stored, job)
         completed = jobs.complete(after, self.worker_id, now, max(elapsed_ms, 1))
         return await self._append(job, [stored, completed])
 

@@ -1,0 +1,39 @@
+"""Work orders again for every pending job, for a work queue that does not survive restarts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from application.policies.messages import work_order_body
+from application.ports.clock import Clock
+from application.ports.job_event_store import JobEventStore
+from application.ports.job_index import JobIndex
+from application.ports.messaging import WorkOrder, WorkQueue
+from domain import job as jobs
+
+
+@dataclass(slots=True)
+class RequeuePending:
+    """Run once at start-up of the embedded default, whose in-process queue lost what it held
+    when the process stopped. A job dispatched twice is harmless: only one claim succeeds."""
+
+    store: JobEventStore
+    index: JobIndex
+    queue: WorkQueue
+    clock: Clock
+
+    async def __call__(self) -> int:
+        now = self.clock.now()
+        requeued = 0
+        for summary in await self.index.stalled(
+            now=now, pending_before=now + timedelta(seconds=1), limit=10_000
+        ):
+            if summary.status != "pending":
+                continue
+            job = jobs.fold(await self.store.job_events(summary.job_id))
+            if job is None or job.is_terminal:
+                continue
+            await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
+            requeued += 1
+        return requeued
