@@ -166,6 +166,17 @@ class _ConfirmedPublisher:
         self._channel = channel
         self._timeout = timeout
 
+    @classmethod
+    async def open(cls, url: str, timeout: float) -> _ConfirmedPublisher:
+        connection, channel = await open_channel(
+            url, operation_timeout=timeout, error=PublishFailed
+        )
+        return cls(connection, channel, timeout=timeout)
+
+    @property
+    def channel(self) -> AbstractRobustChannel:
+        return self._channel
+
     async def send(self, exchange: AbstractExchange, message: OutgoingMessage) -> None:
         amqp = aio_pika.Message(
             body=message.body,
@@ -234,11 +245,8 @@ class AioPikaWorkQueue(WorkQueue):
         *,
         operation_timeout: float = 10.0,
     ) -> AioPikaWorkQueue:
-        connection, channel = await open_channel(
-            url, operation_timeout=operation_timeout, error=PublishFailed
-        )
-        publisher = _ConfirmedPublisher(connection, channel, timeout=operation_timeout)
-        return cls(publisher, channel, queue_name, signer, clock or unix_now)
+        publisher = await _ConfirmedPublisher.open(url, operation_timeout)
+        return cls(publisher, publisher.channel, queue_name, signer, clock or unix_now)
 
     async def publish(self, order: WorkOrder) -> None:
         message = work_message(
@@ -286,11 +294,8 @@ class AioPikaJobEventPublisher(JobEventPublisher):
     ) -> AioPikaJobEventPublisher:
         if not exchange.strip() or not source:
             raise ValueError("the events exchange and the CloudEvents source are required")
-        connection, channel = await open_channel(
-            url, operation_timeout=operation_timeout, error=PublishFailed
-        )
-        publisher = _ConfirmedPublisher(connection, channel, timeout=operation_timeout)
-        target = await channel.get_exchange(exchange, ensure=False)
+        publisher = await _ConfirmedPublisher.open(url, operation_timeout)
+        target = await publisher.channel.get_exchange(exchange, ensure=False)
         return cls(publisher, target, source, signer, clock or unix_now)
 
     async def publish(self, notification: JobNotification) -> None:
