@@ -102,7 +102,7 @@ class SqlaJobIndex(JobIndex):
     async def _apply(self, conn: AsyncConnection, logged: Sequence[LoggedEvent]) -> None:
         ids = {item.event.originator_id for item in logged}
         rows = (await conn.execute(select(jobs).where(jobs.c.job_id.in_(ids)))).all()
-        known: dict[Any, JobSummary] = {row.job_id: await _summary(conn, row) for row in rows}
+        known: dict[Any, JobSummary] = {s.job_id: s for s in await _summaries(conn, rows)}
         before = dict(known)
         for item in logged:
             job_id = item.event.originator_id
@@ -171,7 +171,7 @@ class SqlaJobIndex(JobIndex):
         try:
             async with self._engine.connect() as conn:
                 rows = (await conn.execute(query)).all()
-                return [await _summary(conn, row) for row in rows]
+                return await _summaries(conn, rows)
         except sa_exc.DBAPIError as error:
             raise Unavailable() from error
 
@@ -179,14 +179,26 @@ class SqlaJobIndex(JobIndex):
         await self.position()
 
 
-async def _summary(conn: AsyncConnection, row: Any) -> JobSummary:
-    names = (
-        await conn.execute(
-            select(job_datasources.c.config_name)
-            .where(job_datasources.c.job_id == row.job_id)
+async def _summaries(conn: AsyncConnection, rows: Sequence[Any]) -> list[JobSummary]:
+    """Summaries of ``rows``, their datasources read in one query."""
+    ids = [row.job_id for row in rows]
+    names: dict[Any, list[str]] = {job_id: [] for job_id in ids}
+    if ids:
+        found = await conn.execute(
+            select(job_datasources.c.job_id, job_datasources.c.config_name)
+            .where(job_datasources.c.job_id.in_(ids))
             .order_by(job_datasources.c.config_name)
         )
-    ).scalars()
-    return JobSummary(
-        row.job_id, row.status, tuple(names), row.created_at, row.lease_until, row.attempts
-    )
+        for job_id, name in found:
+            names[job_id].append(name)
+    return [
+        JobSummary(
+            row.job_id,
+            row.status,
+            tuple(names[row.job_id]),
+            row.created_at,
+            row.lease_until,
+            row.attempts,
+        )
+        for row in rows
+    ]
