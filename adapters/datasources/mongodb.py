@@ -1,26 +1,13 @@
 """MongoDB datasource reader on pymongo's async client: connection test, discovery by sampling,
 streamed extraction with projection and typed filters.
 
-Connection (reference §3.2-3.3): host and port, credentials, ``authSource``
-(``metadata.authSource``, default ``admin``), ``directConnection`` (``metadata.directConnection``
-= ``"true"``) and TLS are client keyword arguments, never pasted into a URI. TLS modes:
-``true``/``enable`` verify the server (against ``ssl.ca`` when given, else the system store),
-``insecure`` encrypts without verifying, ``disable``/``false``/none use no TLS. The driver reads
-CA and client certificates from files only: they are written to a private temporary folder, read
-when the client is built, and removed at once.
-
-Discovery: every collection (views and ``system.*`` left out) with its top-level fields, found by
-sampling as the reference does (the first 1,000 documents, or a ``$sample`` of 1,000-10,000 in
-larger collections, plus a ``$sample`` of 50); each field gets the BSON type of its sampled values
-as ``Column.data_type`` (``objectId``, ``string``, ``int``, ``long``, ``double``, ``decimal``,
-``bool``, ``date``, ``object``, ``array``, ``binData``, ``uuid``, ``timestamp``, ``regex``,
-``null``...; numbers of several kinds are given the widest, other mixes are ``mixed``). Fields
-come in first-seen order, ``_id`` first.
+Connection and TLS: ``mongo_connection``. Discovery by sampling: ``mongo_schema``. Filters:
+``mongo_filters``.
 
 Extraction: the requested fields are projected (``_id`` only when asked for); when every discovered
 field is asked for (the ``["*"]`` wildcard) documents come whole, with the fields the sample missed.
 Documents stream in batches of ``chunk_rows``. Every row has every requested field (``null`` when
-the document lacks it). Filters: ``adapters.datasources.mongo_filters``.
+the document lacks it).
 
 BSON values in the result (otherwise as ``adapters.datasources.encoding``):
 
@@ -46,209 +33,29 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
-import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-from uuid import UUID
 
 import msgspec
 from bson import Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
-from bson.codec_options import DatetimeConversion
 from bson.datetime_ms import DatetimeMS
 from bson.dbref import DBRef
 from pymongo import AsyncMongoClient
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from adapters.datasources.encoding import paused_gc
+from adapters.datasources.mongo_connection import new_client
 from adapters.datasources.mongo_filters import mongo_filter
-from application.errors import (
-    DatasourceError,
-    DatasourceQueryFailed,
-    DatasourceUnavailable,
-    InvalidSslMode,
-)
+from adapters.datasources.mongo_schema import sampled_table
+from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import DatasourceReader, RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
-from domain.schema import Column, Schema, Table, TableRead
+from domain.schema import Schema, Table, TableRead
 
 SYSTEM_NAMES = frozenset({"admin", "local", "config"})
-FIRST_DOCUMENTS = 1_000
-SAMPLE_ABOVE = 10_000
-EXTRA_SAMPLE = 50
 _AUTH_FAILED = 18
-_NUMBER_RANK = {"int": 0, "long": 1, "double": 2, "decimal": 3}
-
-
-def sample_size(count: int) -> int:
-    """Documents sampled in a collection of ``count`` documents (reference §3.8)."""
-    if count <= SAMPLE_ABOVE:
-        return min(count, FIRST_DOCUMENTS)
-    if count <= 100_000:
-        return 2_000
-    if count <= 1_000_000:
-        return 5_000
-    return 10_000
-
-
-def _flag(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
-
-
-@dataclass(frozen=True, slots=True)
-class _TlsFiles:
-    ca: str | None
-    cert_key: str | None
-
-
-def tls_options(endpoint: Endpoint, files: _TlsFiles | None = None) -> dict[str, Any]:
-    """Client keyword arguments for the endpoint's SSL mode (``files``: where the CA and the
-    client certificate were written)."""
-    mode = endpoint.ssl_mode
-    if mode in ("", "disable", "false"):
-        return {}
-    if mode not in ("true", "enable", "insecure"):
-        raise InvalidSslMode(mode)
-    options: dict[str, Any] = {"tls": True}
-    if mode == "insecure":
-        options["tlsInsecure"] = True
-    if files is not None and files.ca is not None:
-        options["tlsCAFile"] = files.ca
-    if files is not None and files.cert_key is not None:
-        options["tlsCertificateKeyFile"] = files.cert_key
-    return options
-
-
-def client_options(
-    endpoint: Endpoint, timeout: float, files: _TlsFiles | None = None
-) -> dict[str, Any]:
-    """Everything ``AsyncMongoClient`` is built with, credentials as separate arguments."""
-    host = endpoint.host
-    if ":" in host and not host.startswith("["):
-        host = f"[{host}]"  # an IPv6 literal
-    timeout_ms = max(1, int(timeout * 1000))
-    options: dict[str, Any] = {
-        "host": host,
-        "port": endpoint.port,
-        "appname": "fetcher",
-        "serverSelectionTimeoutMS": timeout_ms,
-        "connectTimeoutMS": timeout_ms,
-        "tz_aware": True,
-        "uuidRepresentation": "standard",
-        "datetime_conversion": DatetimeConversion.DATETIME_AUTO,
-        "directConnection": _flag(endpoint.options.get("directConnection")),
-        "maxPoolSize": 4,
-    }
-    if endpoint.user_name:
-        source = endpoint.options.get("authSource")
-        options["username"] = endpoint.user_name
-        options["password"] = endpoint.password
-        options["authSource"] = source if isinstance(source, str) and source else "admin"
-    options.update(tls_options(endpoint, files))
-    return options
-
-
-@contextmanager
-def _tls_files(endpoint: Endpoint) -> Iterator[_TlsFiles | None]:
-    if endpoint.ssl_mode in ("", "disable", "false") or not (endpoint.ssl_ca or endpoint.ssl_cert):
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="fetcher-tls-") as folder:
-
-        def write(name: str, text: str) -> str:
-            path = os.path.join(folder, name)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                file.write(text)
-            return path
-
-        ca = write("ca.pem", endpoint.ssl_ca) if endpoint.ssl_ca else None
-        cert_key = None
-        if endpoint.ssl_cert:
-            pem = endpoint.ssl_cert.rstrip("\n") + "\n" + (endpoint.ssl_key or "")
-            cert_key = write("client.pem", pem)
-        yield _TlsFiles(ca=ca, cert_key=cert_key)
-
-
-def new_client(endpoint: Endpoint, timeout: float) -> AsyncMongoClient[dict[str, Any]]:
-    """A client for the endpoint; certificate files exist only while it is built."""
-    with _tls_files(endpoint) as files:
-        return AsyncMongoClient(**client_options(endpoint, timeout, files))
-
-
-def bson_type(value: Any) -> str:
-    """The BSON type name (as MongoDB's ``$type`` spells it) of a decoded value."""
-    match value:
-        case None:
-            return "null"
-        case bool():
-            return "bool"
-        case Int64():
-            return "long"
-        case int():
-            return "int" if -(2**31) <= value < 2**31 else "long"
-        case float():
-            return "double"
-        case str():
-            return "string"
-        case ObjectId():
-            return "objectId"
-        case datetime() | DatetimeMS():
-            return "date"
-        case Decimal128():
-            return "decimal"
-        case UUID():
-            return "uuid"
-        case bytes():
-            return "binData"
-        case DBRef():
-            return "dbPointer"
-        case dict():
-            return "object"
-        case list():
-            return "array"
-        case Timestamp():
-            return "timestamp"
-        case Regex():
-            return "regex"
-        case Code():
-            return "javascript"
-        case MinKey():
-            return "minKey"
-        case MaxKey():
-            return "maxKey"
-    return type(value).__name__.lower()
-
-
-def field_type(types: set[str]) -> str:
-    """One type for a field from the types of its sampled values."""
-    kinds = types - {"null"}
-    if not kinds:
-        return "null"
-    if len(kinds) == 1:
-        return next(iter(kinds))
-    if kinds <= _NUMBER_RANK.keys():
-        return max(kinds, key=_NUMBER_RANK.__getitem__)
-    return "mixed"
-
-
-class _Fields:
-    """Top-level field names in first-seen order (``_id`` first) and their value types."""
-
-    def __init__(self) -> None:
-        self.types: dict[str, set[str]] = {"_id": set()}
-
-    def add(self, document: Mapping[str, Any]) -> None:
-        for name, value in document.items():
-            self.types.setdefault(name, set()).add(bson_type(value))
-
-    def columns(self) -> tuple[Column, ...]:
-        found = {name: types for name, types in self.types.items() if types}
-        return tuple(Column(name, field_type(types)) for name, types in found.items())
 
 
 def _bson_value(value: Any) -> Any:
@@ -348,7 +155,7 @@ class MongoReader(DatasourceReader):
 
                 async def sample(name: str) -> Table:
                     async with gate:
-                        return await self._sample(database[name], name)
+                        return await sampled_table(database[name], name)
 
                 tables = await asyncio.gather(*(sample(name) for name in names))
         except FetcherError:
@@ -360,22 +167,6 @@ class MongoReader(DatasourceReader):
         finally:
             await client.close()
         return Schema(tables={table.name: table for table in tables})
-
-    async def _sample(self, collection: Any, name: str) -> Table:
-        fields = _Fields()
-        count = await collection.estimated_document_count()
-        if count > SAMPLE_ABOVE:
-            cursor = await collection.aggregate([{"$sample": {"size": sample_size(count)}}])
-        else:
-            cursor = collection.find({}, limit=FIRST_DOCUMENTS, batch_size=FIRST_DOCUMENTS)
-        async with cursor:
-            async for document in cursor:
-                fields.add(document)
-        if count > FIRST_DOCUMENTS:
-            async with await collection.aggregate([{"$sample": {"size": EXTRA_SAMPLE}}]) as extra:
-                async for document in extra:
-                    fields.add(document)
-        return Table(schema=None, name=name, columns=fields.columns())
 
     def _query(self, endpoint: Endpoint, read: TableRead) -> _Query | None:
         names = tuple(sorted({c.name for c in read.columns}))

@@ -27,7 +27,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from pymongo import AsyncMongoClient
 
-from adapters.datasources.mongodb import MongoReader, client_options, new_client, sample_size
+from adapters.datasources.mongo_connection import client_options, new_client
+from adapters.datasources.mongo_schema import sample_size
+from adapters.datasources.mongodb import MongoReader
 from application.errors import DatasourceError, DatasourceUnavailable, InvalidSslMode
 from application.ports.datasource_reader import RowChunk
 from domain.connection import DatabaseType, Endpoint
