@@ -9,21 +9,7 @@ match a null or missing field (SQL's ``<>`` and ``NOT IN`` never match NULL), ``
 expression (``%`` any run of characters, ``_`` one character, ``\\`` escapes the next character,
 newlines included), so ``.`` or ``(`` in a pattern are plain characters.
 
-Values are converted by the field's sampled BSON type (``mongodb.py`` discovery):
-
-============================  ======================================================================
-field type                    accepted JSON values → query value
-============================  ======================================================================
-objectId                      24 hexadecimal characters → ``ObjectId``
-date                          ISO 8601 date or date-time → ``datetime`` in UTC (no offset: UTC);
-                              a date-only upper bound of ``between`` means the end of that day
-int, long, double             numbers and numeric strings → ``int`` (integral) or ``float``
-decimal                       numbers and numeric strings → ``Decimal128``
-bool                          ``true``/``false``, ``"true"``/``"false"`` (any case), ``0``/``1``
-string                        strings as they are; numbers as their decimal text
-uuid                          UUID strings → ``UUID`` (stored as binary subtype 4)
-anything else                 the JSON value as it is (mixed types, objects, arrays, binary...)
-============================  ======================================================================
+Values are converted by the field's sampled BSON type (``mongo_values``).
 
 ``like`` on a string field (or one of unknown type) is ``$regex``; on a field of another known
 type the value is compared as text (``$expr`` with ``$toString`` and ``$regexMatch``), as the SQL
@@ -34,129 +20,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from datetime import timedelta
 from typing import Any
-from uuid import UUID
 
-from bson import Decimal128, ObjectId
-
+from adapters.datasources.mongo_values import CONVERTERS, DATE_RE, EXPECTED, Unconvertible
 from domain.errors import InvalidRequest
 
 ORDER: tuple[str, ...] = ("eq", "gt", "gte", "lt", "lte", "between", "in", "nin", "ne", "like")
 _NULL_OPS = frozenset({"eq", "in", "ne", "nin"})
 _COMPARISONS = {"gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte"}
-_NUMERIC = frozenset({"int", "long", "double"})
 _TEXT_TYPES = frozenset({"string", "mixed", "null", "regex", "symbol"})
 
-_OBJECT_ID_RE = re.compile(r"[0-9a-fA-F]{24}", re.ASCII)
-_INTEGER_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
-_DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 _END_OF_DAY = timedelta(days=1, milliseconds=-1)  # BSON dates hold milliseconds
-
-_EXPECTED = {
-    "objectId": "an ObjectId (24 hexadecimal characters)",
-    "date": "an ISO 8601 date or timestamp",
-    "int": "a number",
-    "long": "a number",
-    "double": "a number",
-    "decimal": "a decimal number",
-    "bool": "a boolean",
-    "string": "a string",
-    "uuid": "a UUID",
-}
-
-
-class _Unconvertible(Exception):
-    pass
-
-
-def _object_id(value: Any) -> ObjectId:
-    if isinstance(value, str) and _OBJECT_ID_RE.fullmatch(value):
-        return ObjectId(value)
-    raise _Unconvertible
-
-
-def _date(value: Any) -> datetime:
-    if not isinstance(value, str) or not _DATE_RE.match(value):
-        raise _Unconvertible
-    result = datetime.fromisoformat(value)
-    return result.replace(tzinfo=UTC) if result.tzinfo is None else result.astimezone(UTC)
-
-
-def _number(value: Any) -> int | float:
-    if isinstance(value, bool):
-        raise _Unconvertible
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, str):
-        if _INTEGER_RE.fullmatch(value):
-            return int(value)
-        if _DECIMAL_RE.fullmatch(value):
-            result = float(value)
-            if result in (float("inf"), float("-inf")):
-                raise _Unconvertible
-            return result
-    raise _Unconvertible
-
-
-def _decimal(value: Any) -> Decimal128:
-    if isinstance(value, bool):
-        raise _Unconvertible
-    if isinstance(value, int | float):
-        text = repr(value)
-    elif isinstance(value, str) and _DECIMAL_RE.fullmatch(value):
-        text = value
-    else:
-        raise _Unconvertible
-    try:
-        return Decimal128(Decimal(text))
-    except (InvalidOperation, ValueError) as error:
-        raise _Unconvertible from error
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise _Unconvertible
-
-
-def _string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        raise _Unconvertible
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    raise _Unconvertible
-
-
-def _uuid(value: Any) -> UUID:
-    if not isinstance(value, str):
-        raise _Unconvertible
-    return UUID(value)
-
-
-_CONVERTERS: dict[str, Callable[[Any], Any]] = {
-    "objectId": _object_id,
-    "date": _date,
-    "int": _number,
-    "long": _number,
-    "double": _number,
-    "decimal": _decimal,
-    "bool": _bool,
-    "string": _string,
-    "uuid": _uuid,
-}
 
 
 def like_regex(pattern: str) -> str:
@@ -186,7 +61,7 @@ class _Field:
         self.name = name
         self.bson_type = bson_type
         self.where = where
-        self._convert = _CONVERTERS.get(bson_type)
+        self._convert = CONVERTERS.get(bson_type)
 
     def error(self, op: str, message: str) -> InvalidRequest:
         return InvalidRequest(f"filter on {self.where}: operator '{op}' {message}")
@@ -196,10 +71,10 @@ class _Field:
             return value
         try:
             return self._convert(value)
-        except (_Unconvertible, ValueError, OverflowError):
+        except (Unconvertible, ValueError, OverflowError):
             raise self.error(
                 op,
-                f"expects {_EXPECTED[self.bson_type]} for field type '{self.bson_type}', "
+                f"expects {EXPECTED[self.bson_type]} for field type '{self.bson_type}', "
                 f"got {_shown(value)}",
             ) from None
 
@@ -233,7 +108,7 @@ def _between(f: _Field, raw: Sequence[Any]) -> dict[str, Any]:
     if len(raw) != 2:
         raise f.error("between", f"must have exactly 2 values, got {len(raw)}")
     _, (low, high) = f.values("between", raw)
-    if f.bson_type == "date" and isinstance(raw[1], str) and _DATE_RE.fullmatch(raw[1]):
+    if f.bson_type == "date" and isinstance(raw[1], str) and DATE_RE.fullmatch(raw[1]):
         high = high + _END_OF_DAY
     return {"$gte": low, "$lte": high}
 
@@ -245,7 +120,7 @@ def _like(f: _Field, raw: Sequence[Any]) -> tuple[bool, dict[str, Any]]:
     if (len(raw[0]) - len(raw[0].rstrip("\\"))) % 2:
         raise f.error("like", "pattern must not end with the escape character '\\'")
     regex = like_regex(raw[0])
-    if f.bson_type in _TEXT_TYPES or f.bson_type not in _EXPECTED:
+    if f.bson_type in _TEXT_TYPES or f.bson_type not in EXPECTED:
         return False, {"$regex": regex, "$options": "s"}
     as_text = {"$toString": "$" + f.name}
     return True, {"$expr": {"$regexMatch": {"input": as_text, "regex": regex, "options": "s"}}}
