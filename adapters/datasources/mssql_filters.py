@@ -69,11 +69,12 @@ def exact_text(expression: ColumnElement[Any]) -> ColumnElement[Any]:
 
 def _text_form(column: ColumnElement[Any], kind: Kind, data_type: str) -> ColumnElement[Any]:
     """What a column is compared or matched by as text: itself, except where the result shows
-    another text (booleans ``true``/``false``, UUIDs lower-case, spatial values as WKT)."""
+    another text (booleans ``true``/``false``, UUIDs lower-case, spatial values as WKT) or reads
+    it through a narrower cast (``sql_variant`` as ``NVARCHAR(4000)``, not a max type)."""
     name = type_name(data_type)
     if kind is Kind.BOOLEAN:
         return case((column == 1, _TRUE), (column == 0, _FALSE))
-    if name in SPATIAL_TYPES or name == "uniqueidentifier":
+    if name in SPATIAL_TYPES or name in ("uniqueidentifier", "sql_variant"):
         return output(column, name)
     return column
 

@@ -478,6 +478,9 @@ def test_text_compares_exactly_under_a_binary_collation_without_padding(
          "((CAST({c}.STAsText() AS NVARCHAR(max)) + NCHAR(0)) COLLATE Latin1_General_100_BIN2) "
          f"= {VALUE}", ("POINT (1 2)",)),
         ("node", {"gt": ("/1/",)}, f"{EXACT} > {VALUE}", ("/1/",)),
+        ("variant", {"eq": ("42",)},
+         "((CAST(CAST({c} AS NVARCHAR(4000)) AS NVARCHAR(max)) + NCHAR(0)) "
+         f"COLLATE Latin1_General_100_BIN2) = {VALUE}", ("42",)),
         ("tiny", {"between": (0, 255)}, "{c} >= ? AND {c} <= ?", (0, 255)),
         ("at_tz", {"lt": ("2024-01-01T01:00:00+01:00",)}, "{c} < ?", (datetime(2024, 1, 1),)),
     ],
