@@ -28,10 +28,12 @@ class DatasourceReader(Protocol):
     - ``discover`` lists tables (system objects removed) in the given schemas (``scope``; empty
       means the engine default), keyed by the engine's normalised table name.
     - ``extract`` reads each ``TableRead`` in order, yielding chunks as rows arrive; memory
-      stays bounded whatever the table size. Tables without rows yield nothing. It builds every
-      statement when called, before any I/O, and raises ``domain.errors.InvalidRequest`` there
-      for a filter value that does not convert to its column's type: the planner relies on this
-      to refuse such a job before reading a row.
+      stays bounded whatever the table size. Tables without rows yield nothing. ``extract`` is a
+      plain method returning the async iterator: when called it builds every statement (or
+      MongoDB query), converting each filter value by its column's type, and raises
+      ``domain.errors.InvalidRequest`` (FET-0401) right there, before any I/O; connecting and
+      reading start when the iterator is first iterated. The planner relies on this to refuse
+      such a job before reading a row.
     - Failures raise ``application.errors.DatasourceError`` subclasses whose text carries no
       credentials; driver messages are kept only in the exception chain.
     """
