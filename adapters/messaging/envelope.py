@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 from uuid import UUID, uuid4
 
 from application.errors import InvalidSignature
@@ -226,3 +227,17 @@ class WorkDispatcher:
         while len(self._failures) > self._MAX_TRACKED:
             self._failures.popitem(last=False)
         return float(min(self._error_backoff * 2 ** min(failures - 1, 16), self._max_backoff))
+
+
+async def drain(tasks: set[asyncio.Task[Any]], timeout: float) -> None:
+    """Lets in-flight work handlers finish for up to ``timeout`` seconds, then cancels the rest
+    (their messages go back to the queue)."""
+    pending = {task for task in tasks if not task.done()}
+    if not pending:
+        return
+    _, late = await asyncio.wait(pending, timeout=timeout)
+    if late:
+        logger.warning("%d work handlers did not finish in time; cancelled", len(late))
+        for task in late:
+            task.cancel()
+        await asyncio.wait(late)

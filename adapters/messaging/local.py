@@ -24,6 +24,7 @@ from adapters.messaging.envelope import (
     OutgoingMessage,
     WorkDispatcher,
     WorkHandler,
+    drain,
     work_message,
 )
 from application.errors import PublishFailed
@@ -184,15 +185,7 @@ class InProcessWorkConsumer:
             self._queue.dead_letters.append(message)
 
     async def _drain(self) -> None:
-        pending = {task for task in self._inflight if not task.done()}
-        if not pending:
-            return
-        _, late = await asyncio.wait(pending, timeout=self._stop_timeout)
-        if late:
-            logger.warning("%d work handlers did not finish in time; cancelled", len(late))
-            for task in late:
-                task.cancel()
-            await asyncio.wait(late)
+        await drain(self._inflight, self._stop_timeout)
 
 
 class JsonlJobEventPublisher(JobEventPublisher):

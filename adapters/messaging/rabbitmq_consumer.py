@@ -11,7 +11,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
-from adapters.messaging.envelope import Disposition, WorkDispatcher, WorkHandler
+from adapters.messaging.envelope import Disposition, WorkDispatcher, WorkHandler, drain
 from adapters.messaging.rabbitmq import open_channel, unix_now
 from application.errors import PortError
 from application.ports.signer import MessageSigner
@@ -136,14 +136,7 @@ class RabbitWorkConsumer:
     async def _shutdown(self, tag: str) -> None:
         with contextlib.suppress(*CONNECTION_EXCEPTIONS):
             await self._queue.cancel(tag)
-        pending = {task for task in self._inflight if not task.done()}
-        if pending:
-            _, late = await asyncio.wait(pending, timeout=self._stop_timeout)
-            if late:
-                logger.warning("%d work handlers did not finish in time; cancelled", len(late))
-                for task in late:
-                    task.cancel()
-                await asyncio.wait(late)
+        await drain(self._inflight, self._stop_timeout)
         await self._close()
 
     async def _close(self) -> None:
