@@ -35,7 +35,7 @@ import asyncio
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 import msgspec
 from bson import Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
@@ -48,8 +48,9 @@ from adapters.datasources.encoding import paused_gc
 from adapters.datasources.mongo_connection import new_client
 from adapters.datasources.mongo_filters import mongo_filter
 from adapters.datasources.mongo_schema import sampled_table
+from adapters.datasources.reader_base import EngineReader, ReaderSettings
 from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
 from domain.schema import Schema, Table, TableRead
@@ -98,21 +99,11 @@ class _Query:
     projection: dict[str, int] | None
 
 
-class MongoReader(DatasourceReader):
+class MongoReader(EngineReader):
     """Reads MongoDB datasources. Holds no client between calls."""
 
-    def __init__(
-        self,
-        *,
-        connect_timeout: float = 10.0,
-        discover_timeout: float = 30.0,
-        query_timeout: float = 120.0,
-        chunk_rows: int = 10_000,
-    ) -> None:
-        self._connect_timeout = connect_timeout
-        self._discover_timeout = discover_timeout
-        self._query_timeout = query_timeout
-        self._chunk_rows = chunk_rows
+    def __init__(self, **settings: Unpack[ReaderSettings]) -> None:
+        super().__init__(**settings)
         self._encode = msgspec.json.Encoder(enc_hook=_bson_value).encode
 
     def _client(self, endpoint: Endpoint, timeout: float) -> AsyncMongoClient[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Unpack
 
 from adapters.datasources.encoding import paused_gc
 from adapters.datasources.mssql_connection import (
@@ -27,34 +27,24 @@ from adapters.datasources.mssql_statements import (
     select_statement,
     table_key,
 )
+from adapters.datasources.reader_base import EngineReader, ReaderSettings
 from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
 from domain.schema import Column, Schema, Table, TableRead
 
 
-class SqlServerReader(DatasourceReader):
+class SqlServerReader(EngineReader):
     """Reads SQL Server datasources. Holds no connection between calls.
 
     ``driver`` names the ODBC driver; ``None`` picks Microsoft's driver 18 when it is installed,
     else FreeTDS.
     """
 
-    def __init__(
-        self,
-        *,
-        driver: str | None = None,
-        connect_timeout: float = 10.0,
-        discover_timeout: float = 30.0,
-        query_timeout: float = 120.0,
-        chunk_rows: int = 10_000,
-    ) -> None:
+    def __init__(self, *, driver: str | None = None, **settings: Unpack[ReaderSettings]) -> None:
+        super().__init__(**settings)
         self._driver = driver
-        self._connect_timeout = connect_timeout
-        self._discover_timeout = discover_timeout
-        self._query_timeout = query_timeout
-        self._chunk_rows = chunk_rows
 
     def driver(self) -> str:
         if self._driver is None:

@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from itertools import starmap
+from typing import Unpack
 
 import aiomysql
 import msgspec
@@ -29,8 +30,9 @@ from adapters.datasources.mysql_statements import (
     discovered_schema,
     select_statement,
 )
+from adapters.datasources.reader_base import EngineReader, ReaderSettings
 from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
@@ -42,21 +44,11 @@ _BEGIN_SQL = (
 _QUERY_ERRORS = (pymysql.err.MySQLError, OSError, TimeoutError, asyncio.IncompleteReadError)
 
 
-class MySqlReader(DatasourceReader):
+class MySqlReader(EngineReader):
     """Reads MySQL and MariaDB datasources. Holds no connection between calls."""
 
-    def __init__(
-        self,
-        *,
-        connect_timeout: float = 10.0,
-        discover_timeout: float = 30.0,
-        query_timeout: float = 120.0,
-        chunk_rows: int = 10_000,
-    ) -> None:
-        self._connect_timeout = connect_timeout
-        self._discover_timeout = discover_timeout
-        self._query_timeout = query_timeout
-        self._chunk_rows = chunk_rows
+    def __init__(self, **settings: Unpack[ReaderSettings]) -> None:
+        super().__init__(**settings)
         self._encoder = msgspec.json.Encoder()
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:

@@ -29,28 +29,16 @@ from adapters.datasources.oracle_statements import (
     table_key,
 )
 from adapters.datasources.oracle_values import column_type, output_type_handler
+from adapters.datasources.reader_base import EngineReader
 from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
 from domain.schema import Column, Schema, Table, TableRead
 
 
-class OracleReader(DatasourceReader):
+class OracleReader(EngineReader):
     """Reads Oracle datasources. Holds no connection between calls."""
-
-    def __init__(
-        self,
-        *,
-        connect_timeout: float = 10.0,
-        discover_timeout: float = 30.0,
-        query_timeout: float = 120.0,
-        chunk_rows: int = 10_000,
-    ) -> None:
-        self._connect_timeout = connect_timeout
-        self._discover_timeout = discover_timeout
-        self._query_timeout = query_timeout
-        self._chunk_rows = chunk_rows
 
     async def _connect(self, endpoint: Endpoint, timeout: float) -> oracledb.AsyncConnection:
         arguments = connect_arguments(endpoint, timeout)
