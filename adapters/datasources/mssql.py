@@ -27,8 +27,14 @@ from adapters.datasources.mssql_statements import (
     select_statement,
     table_key,
 )
-from adapters.datasources.reader_base import EngineReader, ReaderSettings
-from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
+from adapters.datasources.reader_base import (
+    EngineReader,
+    ReaderSettings,
+    discovery_failed,
+    on_connection,
+    unavailable,
+)
+from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
@@ -83,38 +89,36 @@ class SqlServerReader(EngineReader):
             pass
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                connection = await self._connect(endpoint, timeout)
-                try:
-                    cursor = await connection.execute("SELECT 1")
-                    await cursor.fetchone()
-                    await cursor.close()
-                finally:
-                    await self._close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceUnavailable("failed to connect to datasource") from error
+        async def ping(connection: Any) -> None:
+            cursor = await connection.execute("SELECT 1")
+            await cursor.fetchone()
+            await cursor.close()
+
+        await on_connection(
+            lambda: self._connect(endpoint, timeout),
+            ping,
+            self._close,
+            timeout=timeout,
+            failure=unavailable,
+        )
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         schemas = list(scope) or [endpoint.schema or DEFAULT_SCHEMA_NAME]
         sql, params = discovery_statement(schemas)
-        try:
-            async with asyncio.timeout(self._discover_timeout):
-                connection = await self._connect(endpoint, self._connect_timeout)
-                try:
-                    cursor = await connection.execute(sql, *params)
-                    records = await cursor.fetchall()
-                    await cursor.close()
-                finally:
-                    await self._close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceError(
-                "failed to discover datasource schema", stage="discover"
-            ) from error
+
+        async def read(connection: Any) -> Any:
+            cursor = await connection.execute(sql, *params)
+            records = await cursor.fetchall()
+            await cursor.close()
+            return records
+
+        records = await on_connection(
+            lambda: self._connect(endpoint, self._connect_timeout),
+            read,
+            self._close,
+            timeout=self._discover_timeout,
+            failure=discovery_failed,
+        )
         columns: dict[tuple[str, str], list[Column]] = {}
         for schema_name, table_name, column_name, data_type in records:
             found = columns.setdefault((schema_name, table_name), [])

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from itertools import starmap
-from typing import Unpack
+from typing import Any, Unpack
 
 import aiomysql
 import msgspec
@@ -30,11 +30,16 @@ from adapters.datasources.mysql_statements import (
     discovered_schema,
     select_statement,
 )
-from adapters.datasources.reader_base import EngineReader, ReaderSettings
-from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
+from adapters.datasources.reader_base import (
+    EngineReader,
+    ReaderSettings,
+    discovery_failed,
+    on_connection,
+    unavailable,
+)
+from application.errors import DatasourceQueryFailed
 from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
-from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
@@ -52,41 +57,35 @@ class MySqlReader(EngineReader):
         self._encoder = msgspec.json.Encoder()
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                connection = await connect(endpoint, timeout)
-                try:
-                    async with connection.cursor() as cursor:
-                        await cursor.execute("SELECT 1")
-                        await cursor.fetchall()
-                finally:
-                    await close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceUnavailable("failed to connect to datasource") from error
+        async def ping(connection: aiomysql.Connection) -> None:
+            async with connection.cursor() as cursor:
+                await cursor.execute("SELECT 1")
+                await cursor.fetchall()
+
+        await on_connection(
+            lambda: connect(endpoint, timeout), ping, close, timeout=timeout, failure=unavailable
+        )
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         """Base tables of the connected database; ``scope`` is ignored (reference §3.8)."""
-        try:
-            async with asyncio.timeout(self._discover_timeout):
-                connection = await connect(endpoint, self._connect_timeout)
-                try:
-                    async with connection.cursor() as cursor:
-                        await cursor.execute(DISCOVER_SQL)
-                        records = await cursor.fetchall()
-                        checks: Sequence[tuple[str, str]] = ()
-                        if "mariadb" in connection.get_server_info().lower():
-                            await cursor.execute(MARIADB_JSON_SQL)
-                            checks = await cursor.fetchall()
-                finally:
-                    await close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceError(
-                "failed to discover datasource schema", stage="discover"
-            ) from error
+
+        async def read(connection: aiomysql.Connection) -> tuple[Any, Sequence[tuple[str, str]]]:
+            async with connection.cursor() as cursor:
+                await cursor.execute(DISCOVER_SQL)
+                records = await cursor.fetchall()
+                checks: Sequence[tuple[str, str]] = ()
+                if "mariadb" in connection.get_server_info().lower():
+                    await cursor.execute(MARIADB_JSON_SQL)
+                    checks = await cursor.fetchall()
+            return records, checks
+
+        records, checks = await on_connection(
+            lambda: connect(endpoint, self._connect_timeout),
+            read,
+            close,
+            timeout=self._discover_timeout,
+            failure=discovery_failed,
+        )
         return discovered_schema(records, checks)
 
     def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:

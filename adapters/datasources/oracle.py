@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
+from typing import Any
 from typing import cast as typing_cast
 
 import oracledb
@@ -29,8 +30,13 @@ from adapters.datasources.oracle_statements import (
     table_key,
 )
 from adapters.datasources.oracle_values import column_type, output_type_handler
-from adapters.datasources.reader_base import EngineReader
-from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
+from adapters.datasources.reader_base import (
+    EngineReader,
+    discovery_failed,
+    on_connection,
+    unavailable,
+)
+from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
@@ -61,42 +67,36 @@ class OracleReader(EngineReader):
             pass
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                connection = await self._connect(endpoint, timeout)
-                try:
-                    await connection.ping()
-                finally:
-                    await self._close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceUnavailable("failed to connect to datasource") from error
+        await on_connection(
+            lambda: self._connect(endpoint, timeout),
+            lambda connection: connection.ping(),
+            self._close,
+            timeout=timeout,
+            failure=unavailable,
+        )
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         requested = [s.upper() for s in scope] or (
             [endpoint.schema.upper()] if endpoint.schema else []
         )
-        try:
-            async with asyncio.timeout(self._discover_timeout):
-                connection = await self._connect(endpoint, self._connect_timeout)
-                try:
-                    with connection.cursor() as cursor:
-                        await cursor.execute("SELECT USER FROM DUAL")
-                        (user,) = typing_cast(tuple[str], await cursor.fetchone())
-                        owners = list(dict.fromkeys([*requested, user]))
-                        sql, params = discovery_statement(owners)
-                        cursor.arraysize = 1_000
-                        await cursor.execute(sql, params)
-                        records = await cursor.fetchall()
-                finally:
-                    await self._close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceError(
-                "failed to discover datasource schema", stage="discover"
-            ) from error
+
+        async def read(connection: oracledb.AsyncConnection) -> tuple[str, list[Any]]:
+            with connection.cursor() as cursor:
+                await cursor.execute("SELECT USER FROM DUAL")
+                (user,) = typing_cast(tuple[str], await cursor.fetchone())
+                owners = list(dict.fromkeys([*requested, user]))
+                sql, params = discovery_statement(owners)
+                cursor.arraysize = 1_000
+                await cursor.execute(sql, params)
+                return user, await cursor.fetchall()
+
+        user, records = await on_connection(
+            lambda: self._connect(endpoint, self._connect_timeout),
+            read,
+            self._close,
+            timeout=self._discover_timeout,
+            failure=discovery_failed,
+        )
         columns: dict[tuple[str, str], list[Column]] = {}
         for owner, table_name, column_name, data_type, precision, scale in records:
             if is_system(owner) or is_system(table_name):

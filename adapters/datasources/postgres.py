@@ -46,7 +46,6 @@ exactly and orders by code point (``COLLATE "C"``), ``like`` is case-sensitive.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
@@ -65,11 +64,16 @@ from adapters.datasources.postgres_statements import (
     discovered_schema,
     select_statement,
 )
-from adapters.datasources.reader_base import EngineReader, ReaderSettings
-from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
+from adapters.datasources.reader_base import (
+    EngineReader,
+    ReaderSettings,
+    discovery_failed,
+    on_connection,
+    unavailable,
+)
+from application.errors import DatasourceQueryFailed
 from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
-from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
@@ -95,33 +99,23 @@ class PostgresReader(EngineReader):
         self._encoder = msgspec.json.Encoder()
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                connection = await connect(endpoint, timeout)
-                try:
-                    await connection.fetchval("SELECT 1")
-                finally:
-                    await close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceUnavailable("failed to connect to datasource") from error
+        await on_connection(
+            lambda: connect(endpoint, timeout),
+            lambda connection: connection.fetchval("SELECT 1"),
+            close,
+            timeout=timeout,
+            failure=unavailable,
+        )
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         schemas = list(scope) or [endpoint.schema or DEFAULT_SCHEMA_NAME]
-        try:
-            async with asyncio.timeout(self._discover_timeout):
-                connection = await connect(endpoint, self._connect_timeout)
-                try:
-                    records = await connection.fetch(DISCOVER_SQL, schemas)
-                finally:
-                    await close(connection)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceError(
-                "failed to discover datasource schema", stage="discover"
-            ) from error
+        records = await on_connection(
+            lambda: connect(endpoint, self._connect_timeout),
+            lambda connection: connection.fetch(DISCOVER_SQL, schemas),
+            close,
+            timeout=self._discover_timeout,
+            failure=discovery_failed,
+        )
         return discovered_schema(records)
 
     def _statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:

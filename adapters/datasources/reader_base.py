@@ -1,14 +1,23 @@
-"""What the engine readers share: their settings.
+"""What the SQL engine readers share: their settings and their connect-use-close flow.
 
 Every reader takes the same keyword settings (``ReaderSettings``) with the same defaults; an
 engine adds its own (an encoder, an ODBC driver) in its ``__init__`` after ``super().__init__``.
+``on_connection`` is the connection test and the discovery of the PostgreSQL, MySQL, SQL Server
+and Oracle readers: each passes its own connect, work and close.
 """
 
 from __future__ import annotations
 
-from typing import TypedDict
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypedDict, TypeVar
 
+from application.errors import DatasourceError, DatasourceUnavailable
 from application.ports.datasource_reader import DatasourceReader
+from domain.errors import FetcherError
+
+C = TypeVar("C")
+T = TypeVar("T")
 
 
 class ReaderSettings(TypedDict, total=False):
@@ -35,3 +44,37 @@ class EngineReader(DatasourceReader):
         self._discover_timeout = discover_timeout
         self._query_timeout = query_timeout
         self._chunk_rows = chunk_rows
+
+
+def unavailable() -> FetcherError:
+    """The error of a connection test that failed."""
+    return DatasourceUnavailable("failed to connect to datasource")
+
+
+def discovery_failed() -> FetcherError:
+    """The error of a discovery that failed."""
+    return DatasourceError("failed to discover datasource schema", stage="discover")
+
+
+async def on_connection(
+    connect: Callable[[], Awaitable[C]],
+    work: Callable[[C], Awaitable[T]],
+    close: Callable[[C], Awaitable[None]],
+    *,
+    timeout: float,
+    failure: Callable[[], FetcherError],
+) -> T:
+    """Connects, runs ``work`` on the connection and closes it, all within ``timeout`` seconds.
+    A ``FetcherError`` (one the engine already named) passes; any other error, the timeout
+    included, becomes ``failure()``."""
+    try:
+        async with asyncio.timeout(timeout):
+            connection = await connect()
+            try:
+                return await work(connection)
+            finally:
+                await close(connection)
+    except FetcherError:
+        raise
+    except Exception as error:
+        raise failure() from error
