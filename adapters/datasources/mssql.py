@@ -13,7 +13,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, Unpack
 
-from adapters.datasources.encoding import paused_gc
 from adapters.datasources.mssql_connection import (
     DEFAULT_DRIVER,
     MICROSOFT_DRIVER,
@@ -31,6 +30,7 @@ from adapters.datasources.reader_base import (
     EngineReader,
     ReaderSettings,
     discovery_failed,
+    encoded_chunks,
     on_connection,
     unavailable,
 )
@@ -157,27 +157,21 @@ class SqlServerReader(EngineReader):
     async def _stream(
         self, connection: Any, statement: Statement
     ) -> AsyncGenerator[RowChunk, None]:
-        size = self._chunk_rows
         try:
             cursor = await connection.cursor()
         except Exception as error:
             raise DatasourceQueryFailed() from error
         try:
-            await cursor.execute(statement.sql, *statement.params)
-            while True:
-                rows = await cursor.fetchmany(size)
-                with paused_gc():
-                    data = statement.encoder.encode(rows)
-                count = len(rows)
-                del rows
-                if count:
-                    yield RowChunk(result_key=statement.result_key, data=data, rows=count)
-                if count < size:
-                    return
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceQueryFailed() from error
+            chunks = encoded_chunks(
+                lambda: cursor.execute(statement.sql, *statement.params),
+                cursor.fetchmany,
+                statement.encoder,
+                statement.result_key,
+                self._chunk_rows,
+            )
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield chunk
         finally:
             try:
                 await cursor.close()

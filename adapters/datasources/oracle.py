@@ -18,7 +18,6 @@ from typing import cast as typing_cast
 
 import oracledb
 
-from adapters.datasources.encoding import paused_gc
 from adapters.datasources.oracle_connection import connect_arguments
 from adapters.datasources.oracle_filters import SESSION_SQL
 from adapters.datasources.oracle_statements import (
@@ -33,13 +32,13 @@ from adapters.datasources.oracle_values import column_type, output_type_handler
 from adapters.datasources.reader_base import (
     EngineReader,
     discovery_failed,
+    encoded_chunks,
     on_connection,
     unavailable,
 )
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
-from domain.errors import FetcherError
 from domain.schema import Column, Schema, Table, TableRead
 
 
@@ -142,23 +141,18 @@ class OracleReader(EngineReader):
     ) -> AsyncGenerator[RowChunk, None]:
         size = self._chunk_rows
         cursor = connection.cursor()
-        try:
+
+        async def execute() -> None:
             cursor.arraysize = size
             cursor.prefetchrows = size + 1
             await cursor.execute(statement.sql, statement.params, fetch_lobs=False)
-            while True:
-                rows = await cursor.fetchmany(size)
-                with paused_gc():
-                    data = statement.encoder.encode(rows)
-                count = len(rows)
-                del rows
-                if count:
-                    yield RowChunk(result_key=statement.result_key, data=data, rows=count)
-                if count < size:
-                    return
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise DatasourceQueryFailed() from error
+
+        try:
+            chunks = encoded_chunks(
+                execute, cursor.fetchmany, statement.encoder, statement.result_key, size
+            )
+            async with aclosing(chunks):
+                async for chunk in chunks:
+                    yield chunk
         finally:
             cursor.close()

@@ -3,17 +3,19 @@
 Every reader takes the same keyword settings (``ReaderSettings``) with the same defaults; an
 engine adds its own (an encoder, an ODBC driver) in its ``__init__`` after ``super().__init__``.
 ``on_connection`` is the connection test and the discovery of the PostgreSQL, MySQL, SQL Server
-and Oracle readers: each passes its own connect, work and close.
+and Oracle readers: each passes its own connect, work and close. ``encoded_chunks`` is the read
+loop of the SQL Server and Oracle readers (both encode through ``RowEncoder``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypedDict, TypeVar
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from typing import Any, TypedDict, TypeVar
 
-from application.errors import DatasourceError, DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader
+from adapters.datasources.encoding import RowEncoder, paused_gc
+from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
+from application.ports.datasource_reader import DatasourceReader, RowChunk
 from domain.errors import FetcherError
 
 C = TypeVar("C")
@@ -78,3 +80,32 @@ async def on_connection(
         raise
     except Exception as error:
         raise failure() from error
+
+
+async def encoded_chunks(
+    execute: Callable[[], Awaitable[object]],
+    fetchmany: Callable[[int], Awaitable[Sequence[Sequence[Any]]]],
+    encoder: RowEncoder,
+    result_key: str,
+    size: int,
+) -> AsyncGenerator[RowChunk, None]:
+    """Runs ``execute``, then reads ``fetchmany(size)`` until a chunk comes back short, each chunk
+    encoded by ``encoder`` with the GC paused (the fetch itself runs with the GC on). A
+    ``FetcherError`` passes; any other error becomes ``DatasourceQueryFailed``. The cursor is
+    the caller's to open and close."""
+    try:
+        await execute()
+        while True:
+            rows = await fetchmany(size)
+            with paused_gc():
+                data = encoder.encode(rows)
+            count = len(rows)
+            del rows
+            if count:
+                yield RowChunk(result_key=result_key, data=data, rows=count)
+            if count < size:
+                return
+    except FetcherError:
+        raise
+    except Exception as error:
+        raise DatasourceQueryFailed() from error
