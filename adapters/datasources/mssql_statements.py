@@ -19,14 +19,13 @@ from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.mssql.base import MSTypeCompiler
 from sqlalchemy.dialects.mssql.pyodbc import MSDialect_pyodbc
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import ClauseElement, ColumnElement, quoted_name
+from sqlalchemy.sql.elements import ClauseElement, quoted_name
 
 from adapters.datasources.encoding import RowEncoder
 from adapters.datasources.mssql_filters import RULES
 from adapters.datasources.mssql_values import converter, output
-from adapters.datasources.sql_filters import filter_clauses
+from adapters.datasources.sql_filters import filtered
 from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
-from domain.errors import InvalidRequest
 from domain.schema import TableRead
 
 DEFAULT_SCHEMA_NAME = DEFAULT_SCHEMA[DatabaseType.SQL_SERVER]
@@ -116,18 +115,13 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
         schema=_name(read.table.schema) if read.table.schema else None,
     )
     outputs = [output(source.c[n], chosen[n].data_type) for n in names]
-    clauses: list[ColumnElement[bool]] = []
-    for field, condition in read.filters.items():
-        column = read.table.column(field)
-        where = f"'{read.result_key}.{field}' of database '{endpoint.database_name}'"
-        if column is None:
-            raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
-        clauses.extend(
-            filter_clauses(source.c[field], column.data_type, condition, where=where, rules=RULES)
-        )
-    query = select(*outputs).select_from(source)
-    if clauses:
-        query = query.where(and_(*clauses))
+    query = filtered(
+        select(*outputs).select_from(source),
+        read,
+        endpoint.database_name,
+        lambda field: source.c[field],
+        rules=RULES,
+    )
     sql, params = to_pyodbc(query)
     converters = {
         i: f for i, n in enumerate(names) if (f := converter(chosen[n].data_type)) is not None

@@ -35,11 +35,10 @@ from adapters.datasources.sql_filters import (
     FilterRules,
     Kind,
     column_kind,
-    filter_clauses,
+    filtered,
 )
 from adapters.datasources.sql_values import Unconvertible, type_name
 from domain.connection import Endpoint
-from domain.errors import InvalidRequest
 from domain.schema import Column, Schema, Table, TableRead
 
 SYSTEM_SCHEMAS = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
@@ -162,18 +161,13 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
         outputs.append(expression.label(name))
         if convert is not None:
             converters[index] = convert
-    clauses: list[ColumnElement[bool]] = []
-    for field, condition in read.filters.items():
-        column = read.table.column(field)
-        where = f"'{read.result_key}.{field}' of database '{endpoint.database_name}'"
-        if column is None:
-            raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
-        clauses.extend(
-            filter_clauses(source.c[field], column.data_type, condition, where=where, rules=RULES)
-        )
-    query = select(*outputs).select_from(source)
-    if clauses:
-        query = query.where(and_(*clauses))
+    query = filtered(
+        select(*outputs).select_from(source),
+        read,
+        endpoint.database_name,
+        lambda field: source.c[field],
+        rules=RULES,
+    )
     sql, params = to_mysql(query)
     return Statement(read.result_key, sql, params, row_factory(names, converters))
 

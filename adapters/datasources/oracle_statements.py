@@ -21,14 +21,13 @@ from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.oracle.oracledb import OracleDialect_oracledb
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import BindParameter, ClauseElement, ColumnElement, quoted_name
+from sqlalchemy.sql.elements import BindParameter, ClauseElement, quoted_name
 
 from adapters.datasources.encoding import RowEncoder
 from adapters.datasources.oracle_filters import RULES
 from adapters.datasources.oracle_values import converter, output
-from adapters.datasources.sql_filters import filter_clauses
+from adapters.datasources.sql_filters import filtered
 from domain.connection import Endpoint
-from domain.errors import InvalidRequest
 from domain.schema import Column, TableRead
 
 SYSTEM_PREFIXES = ("LOGMNR", "REDO_", "MVIEW$", "AQ$", "DEF$", "REPCAT$", "SQLPLUS_")
@@ -126,20 +125,13 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
         schema=_name(read.table.schema) if read.table.schema else None,
     )
     outputs = [output(source.c[physical[n]], chosen[n].data_type) for n in names]
-    clauses: list[ColumnElement[bool]] = []
-    for field, condition in read.filters.items():
-        column = read.table.column(field)
-        where = f"'{read.result_key}.{field}' of database '{endpoint.database_name}'"
-        if column is None:
-            raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
-        clauses.extend(
-            filter_clauses(
-                source.c[physical[field]], column.data_type, condition, where=where, rules=RULES
-            )
-        )
-    query = select(*outputs).select_from(source)
-    if clauses:
-        query = query.where(and_(*clauses))
+    query = filtered(
+        select(*outputs).select_from(source),
+        read,
+        endpoint.database_name,
+        lambda field: source.c[physical[field]],
+        rules=RULES,
+    )
     sql, params = to_oracledb(query)
     converters = {
         i: f for i, n in enumerate(names) if (f := converter(chosen[n].data_type)) is not None

@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 from typing import cast as typing_cast
 
-from sqlalchemy import and_, cast, select, table
+from sqlalchemy import cast, select, table
 from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.postgresql import ARRAY, TEXT, TIMESTAMP
 from sqlalchemy.dialects.postgresql.base import PGDialect
@@ -31,10 +31,9 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 from adapters.datasources.encoding import row_builder
-from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filter_clauses
+from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filtered
 from adapters.datasources.sql_values import Unconvertible, type_name
 from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
-from domain.errors import InvalidRequest
 from domain.schema import Column, Schema, Table, TableRead
 
 DEFAULT_SCHEMA_NAME = DEFAULT_SCHEMA[DatabaseType.POSTGRESQL]
@@ -171,17 +170,12 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
         read.table.name, *(sql_column(n) for n in sorted(wanted)), schema=read.table.schema
     )
     outputs = [_output(source.c[n], chosen[n].data_type).label(n) for n in names]
-    clauses: list[ColumnElement[bool]] = []
-    for field, condition in read.filters.items():
-        column = read.table.column(field)
-        where = f"'{read.result_key}.{field}' of database '{endpoint.database_name}'"
-        if column is None:
-            raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
-        clauses.extend(
-            filter_clauses(source.c[field], column.data_type, condition, where=where, rules=RULES)
-        )
-    query = select(*outputs).select_from(source)
-    if clauses:
-        query = query.where(and_(*clauses))
+    query = filtered(
+        select(*outputs).select_from(source),
+        read,
+        endpoint.database_name,
+        lambda field: source.c[field],
+        rules=RULES,
+    )
     sql, params = to_asyncpg(query)
     return Statement(read.result_key, sql, params, row_builder(names))

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import String, and_, cast, literal, or_
+from sqlalchemy import Select, String, and_, cast, literal, or_
 from sqlalchemy.sql.elements import ColumnElement
 
 from adapters.datasources.sql_values import (
@@ -41,6 +41,7 @@ from adapters.datasources.sql_values import (
     valid_text,
 )
 from domain.errors import InvalidRequest
+from domain.schema import TableRead
 
 __all__ = ["LIKE_ESCAPE", "ORDER", "FilterRules", "Kind", "column_kind", "filter_clauses"]
 
@@ -243,3 +244,29 @@ def filter_clauses(
         else:
             clauses.append(_like(f, raw))
     return clauses
+
+
+def filtered(
+    query: Select[Any],
+    read: TableRead,
+    database: str,
+    column: Callable[[str], ColumnElement[Any]],
+    *,
+    rules: FilterRules,
+) -> Select[Any]:
+    """``query`` with the filters of ``read`` AND-ed into its ``WHERE`` (unchanged without any).
+
+    ``column(field)`` is the statement's column for a filtered field (an engine may read a field
+    under another physical name); ``database`` names the datasource in error messages. A field
+    that is not a column of the table, or a value that does not fit, raises ``InvalidRequest``.
+    """
+    clauses: list[ColumnElement[bool]] = []
+    for field, condition in read.filters.items():
+        found = read.table.column(field)
+        where = f"'{read.result_key}.{field}' of database '{database}'"
+        if found is None:
+            raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
+        clauses.extend(
+            filter_clauses(column(field), found.data_type, condition, where=where, rules=rules)
+        )
+    return query.where(and_(*clauses)) if clauses else query
