@@ -67,6 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # With --at, children import the service from the extracted tree the processes run from.
 TREE = Path(os.environ.get("FETCHER_BENCH_TREE") or ROOT)
 sys.path.insert(0, str(TREE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from source_table import ensure_source_table  # noqa: E402
 
 FETCHER = str(Path(sys.executable).parent / "fetcher")
 PG = os.environ.get("FETCHER_BENCH_PG", "postgresql://postgres@127.0.0.1:5432").rstrip("/")
@@ -300,28 +302,7 @@ async def prepare(rows: int) -> None:
     table = table_name(rows)
     conn = await asyncpg.connect(pg_url(DATABASE), ssl=False)
     try:
-        if await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", table) and (
-            await conn.fetchval(f"SELECT count(*) FROM {table}") == rows
-        ):
-            return
-        print(f"creating {DATABASE}.{table} with {rows:,} rows ...", file=sys.stderr)
-        await conn.execute(f"DROP TABLE IF EXISTS {table}")
-        await conn.execute(
-            f"""CREATE TABLE {table} (
-                id bigint PRIMARY KEY, email text NOT NULL, amount numeric(18,2) NOT NULL,
-                created_at timestamptz NOT NULL, active boolean NOT NULL, note text, ref uuid)"""
-        )
-        await conn.execute(
-            f"""INSERT INTO {table}
-            SELECT i, 'user' || i || '@example.com', round((random() * 100000)::numeric, 2),
-                   timestamptz '2024-01-01 00:00:00+00' + i * interval '1 second',
-                   i % 2 = 0,
-                   CASE WHEN i % 10 < 3 THEN NULL ELSE 'note number ' || i END,
-                   gen_random_uuid()
-            FROM generate_series(1, $1) AS i""",
-            rows,
-        )
-        await conn.execute(f"VACUUM ANALYZE {table}")
+        await ensure_source_table(conn, table, rows)
     finally:
         await conn.close()
 

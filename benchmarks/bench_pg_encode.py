@@ -45,6 +45,9 @@ import msgspec
 from adapters.datasources.postgres import PostgresReader
 from domain.connection import DatabaseType, Endpoint
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from source_table import ensure_source_table
+
 DATABASE = "fetcher_ds_test"
 TABLE = "bench_rows"
 CHUNK = 10_000
@@ -74,27 +77,7 @@ async def prepare(rows: int) -> None:
         await admin.close()
     conn = await asyncpg.connect(host=HOST, port=PORT, user=USER, database=DATABASE, ssl=False)
     try:
-        exists = await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", TABLE)
-        if exists and await conn.fetchval(f"SELECT count(*) FROM {TABLE}") == rows:
-            return
-        print(f"creating {TABLE} with {rows} rows ...", file=sys.stderr)
-        await conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        await conn.execute(
-            f"""CREATE TABLE {TABLE} (
-                id bigint PRIMARY KEY, email text NOT NULL, amount numeric(18,2) NOT NULL,
-                created_at timestamptz NOT NULL, active boolean NOT NULL, note text, ref uuid)"""
-        )
-        await conn.execute(
-            f"""INSERT INTO {TABLE}
-            SELECT i, 'user' || i || '@example.com', round((random() * 100000)::numeric, 2),
-                   timestamptz '2024-01-01 00:00:00+00' + i * interval '1 second',
-                   i % 2 = 0,
-                   CASE WHEN i % 10 < 3 THEN NULL ELSE 'note number ' || i END,
-                   gen_random_uuid()
-            FROM generate_series(1, $1) AS i""",
-            rows,
-        )
-        await conn.execute(f"VACUUM ANALYZE {TABLE}")
+        await ensure_source_table(conn, TABLE, rows)
     finally:
         await conn.close()
 
