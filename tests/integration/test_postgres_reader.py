@@ -5,20 +5,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import os
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.postgres_connection import ssl_argument
@@ -28,13 +22,22 @@ from application.errors import (
     DatasourceUnavailable,
     InvalidSslMode,
 )
-from application.ports.datasource_reader import RowChunk
-from domain.connection import DatabaseType, Endpoint
+from domain.connection import Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
+from tests.integration.reader_helpers import (
+    PG_HOST,
+    PG_PORT,
+    endpoint_with,
+    extract_rows,
+    parse,
+    pg_admin,
+    pg_endpoint,
+    self_signed_certificate,
+    sessions_settle,
+    table_read,
+)
 
-HOST = os.environ.get("FETCHER_TEST_PG_HOST", "127.0.0.1")
-PORT = int(os.environ.get("FETCHER_TEST_PG_PORT", "5432"))
 DATABASE = "fetcher_ds_test"
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
@@ -98,17 +101,13 @@ INSERT INTO ds_sales."Mixed Table" VALUES (1);
 
 
 async def _prepare() -> None:
-    admin = await asyncpg.connect(
-        host=HOST, port=PORT, user="postgres", database="postgres", ssl=False
-    )
+    admin = await pg_admin()
     try:
         if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE):
             await admin.execute(f'CREATE DATABASE "{DATABASE}"')
     finally:
         await admin.close()
-    conn = await asyncpg.connect(
-        host=HOST, port=PORT, user="postgres", database=DATABASE, ssl=False
-    )
+    conn = await pg_admin(DATABASE)
     try:
         await conn.execute(SETUP)
     finally:
@@ -120,15 +119,8 @@ def endpoint() -> Endpoint:
     try:
         asyncio.run(_prepare())
     except OSError as error:
-        pytest.fail(f"PostgreSQL is not reachable at {HOST}:{PORT} ({error})", pytrace=False)
-    return Endpoint(
-        type=DatabaseType.POSTGRESQL,
-        host=HOST,
-        port=PORT,
-        database_name=DATABASE,
-        user_name="postgres",
-        password="unused-with-trust-auth",
-    )
+        pytest.fail(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT} ({error})", pytrace=False)
+    return pg_endpoint(DATABASE, password="unused-with-trust-auth")
 
 
 @pytest.fixture
@@ -144,17 +136,7 @@ async def read_table(
     filters: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None,
 ) -> list[dict[str, Any]]:
     schema = await reader.discover(endpoint, ["public", "ds_sales"])
-    table = schema.tables[name]
-    columns = table.columns if fields is None else tuple(table.column(f) for f in fields)
-    read = TableRead(result_key=name, table=table, columns=columns, filters=filters or {})  # type: ignore[arg-type]
-    chunks = [chunk async for chunk in reader.extract(endpoint, [read])]
-    return [row for chunk in chunks for row in parse(chunk)]
-
-
-def parse(chunk: RowChunk) -> list[dict[str, Any]]:
-    rows = json.loads(b"[" + chunk.data + b"]")
-    assert len(rows) == chunk.rows
-    return rows
+    return await extract_rows(reader, endpoint, table_read(schema, name, fields, filters))
 
 
 async def ids(
@@ -223,13 +205,13 @@ async def test_discover_scope_selects_schemas_and_qualifies_non_public_names(
 async def test_discover_empty_scope_uses_the_connection_schema(
     reader: PostgresReader, endpoint: Endpoint
 ) -> None:
-    sales = Endpoint(**{**_fields(endpoint), "schema": "ds_sales"})
+    sales = endpoint_with(endpoint, schema="ds_sales")
     schema = await reader.discover(sales, [])
     assert set(schema.tables) == {"ds_sales.orders", "ds_sales.Mixed Table"}
 
 
 async def test_discover_unreachable_datasource_is_unavailable(endpoint: Endpoint) -> None:
-    missing = Endpoint(**{**_fields(endpoint), "database_name": "fetcher_ds_no_such_db"})
+    missing = endpoint_with(endpoint, database_name="fetcher_ds_no_such_db")
     with pytest.raises(DatasourceError) as caught:
         await PostgresReader().discover(missing, [])
     assert caught.value.stage == "connect"
@@ -241,10 +223,6 @@ async def test_discover_timeout_is_a_discovery_failure(endpoint: Endpoint) -> No
     assert caught.value.stage == "discover"
     assert str(caught.value) == "failed to discover datasource schema"
     assert isinstance(caught.value.__cause__, TimeoutError)
-
-
-def _fields(endpoint: Endpoint) -> dict[str, Any]:
-    return {name: getattr(endpoint, name) for name in Endpoint.__dataclass_fields__}
 
 
 # --- extraction: values ----------------------------------------------------------------------
@@ -398,9 +376,7 @@ async def test_several_tables_are_read_in_order_under_their_result_keys(
 
 
 async def _open_sessions() -> int:
-    conn = await asyncpg.connect(
-        host=HOST, port=PORT, user="postgres", database=DATABASE, ssl=False
-    )
+    conn = await pg_admin(DATABASE)
     try:
         return await conn.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
@@ -412,12 +388,7 @@ async def _open_sessions() -> int:
 
 
 async def _sessions_settle(expected: int) -> int:
-    for _ in range(50):
-        count = await _open_sessions()
-        if count <= expected:
-            return count
-        await asyncio.sleep(0.05)
-    return count
+    return await sessions_settle(_open_sessions, expected)
 
 
 async def test_stopping_early_closes_the_connection(
@@ -570,7 +541,7 @@ async def test_invalid_filters_fail_before_connecting(endpoint: Endpoint) -> Non
     read = TableRead(
         result_key="ds_types", table=table, columns=table.columns, filters={"n": {"eq": ("x",)}}
     )
-    nowhere = Endpoint(**{**_fields(endpoint), "port": 1})
+    nowhere = endpoint_with(endpoint, port=1)
     with pytest.raises(InvalidRequest):
         [c async for c in PostgresReader().extract(nowhere, [read])]
 
@@ -625,10 +596,7 @@ class FakeServer:
 async def test_wrong_password_fails_without_showing_it(endpoint: Endpoint) -> None:
     password = "s3cr3t @:/?#&=+% ünï"  # characters a URL would mangle
     async with FakeServer() as server:
-        target = Endpoint(
-            **{**_fields(endpoint), "port": server.port, "user_name": "fetcher",
-               "password": password}
-        )  # fmt: skip
+        target = endpoint_with(endpoint, port=server.port, user_name="fetcher", password=password)
         with pytest.raises(DatasourceUnavailable) as caught:
             await PostgresReader().test(target, timeout=5)
     assert server.passwords == [password]  # passed as a parameter, byte for byte
@@ -641,7 +609,7 @@ async def test_wrong_password_fails_without_showing_it(endpoint: Endpoint) -> No
 
 async def test_connection_test_times_out(endpoint: Endpoint) -> None:
     async with FakeServer(silent=True) as server:
-        target = Endpoint(**{**_fields(endpoint), "port": server.port})
+        target = endpoint_with(endpoint, port=server.port)
         started = asyncio.get_running_loop().time()
         with pytest.raises(DatasourceUnavailable):
             await PostgresReader().test(target, timeout=0.5)
@@ -656,43 +624,20 @@ async def test_connection_test_failures_are_unavailable(
     endpoint: Endpoint, change: dict[str, Any]
 ) -> None:
     with pytest.raises(DatasourceUnavailable) as caught:
-        await PostgresReader().test(Endpoint(**{**_fields(endpoint), **change}), timeout=5)
+        await PostgresReader().test(endpoint_with(endpoint, **change), timeout=5)
     assert str(caught.value) == "failed to connect to datasource"
     assert caught.value.__cause__ is not None
 
 
 async def test_prefer_falls_back_to_plain_and_require_refuses_it(endpoint: Endpoint) -> None:
     # The local server has TLS off: "prefer" connects without it, "require" must not.
-    await PostgresReader().test(Endpoint(**{**_fields(endpoint), "ssl_mode": "prefer"}), 5)
+    await PostgresReader().test(endpoint_with(endpoint, ssl_mode="prefer"), 5)
     with pytest.raises(DatasourceUnavailable):
-        await PostgresReader().test(Endpoint(**{**_fields(endpoint), "ssl_mode": "require"}), 5)
-
-
-def _certificate() -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fetcher-test")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem
+        await PostgresReader().test(endpoint_with(endpoint, ssl_mode="require"), 5)
 
 
 def _tls_endpoint(endpoint: Endpoint, mode: str, **extra: Any) -> Endpoint:
-    return Endpoint(**{**_fields(endpoint), "ssl_mode": mode, **extra})
+    return endpoint_with(endpoint, ssl_mode=mode, **extra)
 
 
 @pytest.mark.parametrize("mode", ["", "disable"])
@@ -713,7 +658,7 @@ def test_ssl_require_encrypts_without_verifying(endpoint: Endpoint) -> None:
 
 
 def test_ssl_verify_modes_trust_the_given_ca(endpoint: Endpoint) -> None:
-    ca, _ = _certificate()
+    ca, _ = self_signed_certificate()
     verify_ca = ssl_argument(_tls_endpoint(endpoint, "verify-ca", ssl_ca=ca))
     assert isinstance(verify_ca, ssl.SSLContext)
     assert verify_ca.verify_mode == ssl.CERT_REQUIRED
@@ -728,7 +673,7 @@ def test_ssl_verify_modes_trust_the_given_ca(endpoint: Endpoint) -> None:
 
 
 def test_ssl_client_certificate_is_loaded_and_no_file_is_left(endpoint: Endpoint) -> None:
-    cert, key = _certificate()
+    cert, key = self_signed_certificate()
     before = set(Path(tempfile.gettempdir()).glob("fetcher-tls-*"))
     context = ssl_argument(_tls_endpoint(endpoint, "require", ssl_cert=cert, ssl_key=key))
     assert isinstance(context, ssl.SSLContext)
