@@ -37,13 +37,22 @@ from application.errors import (
     InvalidSslMode,
 )
 from application.extraction_plan import ExtractionError, plan_datasource
-from application.ports.datasource_reader import RowChunk
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
+from tests.integration.reader_helpers import (
+    MY_HOST,
+    MY_PORT,
+    endpoint_with,
+    extract_rows,
+    my_admin,
+    my_endpoint,
+    parse,
+    self_signed_certificate,
+    sessions_settle,
+    table_read,
+)
 
-HOST = os.environ.get("FETCHER_TEST_MYSQL_HOST", "127.0.0.1")
-PORT = int(os.environ.get("FETCHER_TEST_MYSQL_PORT", "3306"))
 DATABASE = f"fetcher_my_reader_{os.getpid()}"
 USER = f"fetcher_pw_{os.getpid()}"
 PASSWORD = "s3cr3t @:/?#&=+% ünï😀'\"\\"  # characters a DSN or latin-1 would mangle
@@ -106,15 +115,8 @@ SETUP = [
 # fmt: on
 
 
-async def admin(database: str | None = None) -> aiomysql.Connection:
-    return await aiomysql.connect(
-        host=HOST, port=PORT, user="root", password="", db=database, charset="utf8mb4",
-        autocommit=True,
-    )  # fmt: skip
-
-
 async def execute(statements: Sequence[str | tuple[str, tuple[Any, ...]]], database: str | None):
-    connection = await admin(database)
+    connection = await my_admin(database)
     try:
         async with connection.cursor() as cursor:
             await cursor.execute("SET SESSION sql_notes = 0")
@@ -156,16 +158,9 @@ def endpoint() -> Iterator[Endpoint]:
     try:
         asyncio.run(_prepare())
     except (OSError, pymysql.err.OperationalError) as error:
-        pytest.fail(f"MariaDB is not reachable at {HOST}:{PORT} ({error})", pytrace=False)
+        pytest.fail(f"MariaDB is not reachable at {MY_HOST}:{MY_PORT} ({error})", pytrace=False)
     try:
-        yield Endpoint(
-            type=DatabaseType.MYSQL,
-            host=HOST,
-            port=PORT,
-            database_name=DATABASE,
-            user_name="root",
-            password="",
-        )
+        yield my_endpoint(DATABASE)
     finally:
         asyncio.run(_drop())
 
@@ -173,14 +168,6 @@ def endpoint() -> Iterator[Endpoint]:
 @pytest.fixture
 def reader() -> MySqlReader:
     return MySqlReader()
-
-
-def _fields(endpoint: Endpoint) -> dict[str, Any]:
-    return {name: getattr(endpoint, name) for name in Endpoint.__dataclass_fields__}
-
-
-def _with(endpoint: Endpoint, **change: Any) -> Endpoint:
-    return Endpoint(**{**_fields(endpoint), **change})
 
 
 async def read_table(
@@ -191,17 +178,7 @@ async def read_table(
     filters: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None,
 ) -> list[dict[str, Any]]:
     schema = await reader.discover(endpoint, [])
-    table = schema.tables[name]
-    columns = table.columns if fields is None else tuple(table.column(f) for f in fields)
-    read = TableRead(result_key=name, table=table, columns=columns, filters=filters or {})  # type: ignore[arg-type]
-    chunks = [chunk async for chunk in reader.extract(endpoint, [read])]
-    return [row for chunk in chunks for row in parse(chunk)]
-
-
-def parse(chunk: RowChunk) -> list[dict[str, Any]]:
-    rows = json.loads(b"[" + chunk.data + b"]")
-    assert len(rows) == chunk.rows
-    return rows
+    return await extract_rows(reader, endpoint, table_read(schema, name, fields, filters))
 
 
 async def ids(
@@ -249,12 +226,16 @@ async def test_discover_of_a_system_database_is_empty(
     reader: MySqlReader, endpoint: Endpoint
 ) -> None:
     for system in ("mysql", "information_schema"):
-        assert (await reader.discover(_with(endpoint, database_name=system), [])).tables == {}
+        assert (
+            await reader.discover(endpoint_with(endpoint, database_name=system), [])
+        ).tables == {}
 
 
 async def test_discover_unreachable_datasource_is_unavailable(endpoint: Endpoint) -> None:
     with pytest.raises(DatasourceError) as caught:
-        await MySqlReader().discover(_with(endpoint, database_name="fetcher_no_such_db"), [])
+        await MySqlReader().discover(
+            endpoint_with(endpoint, database_name="fetcher_no_such_db"), []
+        )
     assert caught.value.stage == "connect"
 
 
@@ -406,7 +387,7 @@ async def test_several_tables_are_read_in_order_under_their_result_keys(
 
 
 async def _open_sessions() -> int:
-    connection = await admin()
+    connection = await my_admin()
     try:
         async with connection.cursor() as cursor:
             await cursor.execute(
@@ -421,12 +402,7 @@ async def _open_sessions() -> int:
 
 
 async def _sessions_settle(expected: int) -> int:
-    for _ in range(50):
-        count = await _open_sessions()
-        if count <= expected:
-            return count
-        await asyncio.sleep(0.05)
-    return count
+    return await sessions_settle(_open_sessions, expected)
 
 
 async def test_stopping_early_closes_the_connection(
@@ -626,7 +602,7 @@ async def test_invalid_filters_fail_before_connecting(endpoint: Endpoint) -> Non
         result_key="my_types", table=table, columns=table.columns, filters={"n": {"eq": ("x",)}}
     )
     with pytest.raises(InvalidRequest):
-        MySqlReader().extract(_with(endpoint, port=1), [read])
+        MySqlReader().extract(endpoint_with(endpoint, port=1), [read])
 
 
 # --- planning a job against MariaDB ----------------------------------------------------------
@@ -718,14 +694,14 @@ async def test_connection_test_succeeds(reader: MySqlReader, endpoint: Endpoint)
 
 
 async def test_any_password_works_as_it_is_passed_as_a_parameter(endpoint: Endpoint) -> None:
-    user = _with(endpoint, user_name=USER, password=PASSWORD)
+    user = endpoint_with(endpoint, user_name=USER, password=PASSWORD)
     await MySqlReader().test(user, timeout=5)
     assert await read_table(MySqlReader(), user, "my_empty") == []
 
 
 async def test_wrong_password_fails_without_showing_it(endpoint: Endpoint) -> None:
     wrong = PASSWORD + "x"
-    target = _with(endpoint, user_name=USER, password=wrong)
+    target = endpoint_with(endpoint, user_name=USER, password=wrong)
     with pytest.raises(DatasourceUnavailable) as caught:
         await MySqlReader().test(target, timeout=5)
     assert str(caught.value) == "failed to connect to datasource"
@@ -745,7 +721,7 @@ async def test_connection_test_failures_are_unavailable(
     endpoint: Endpoint, change: dict[str, Any]
 ) -> None:
     with pytest.raises(DatasourceUnavailable) as caught:
-        await MySqlReader().test(_with(endpoint, **change), timeout=5)
+        await MySqlReader().test(endpoint_with(endpoint, **change), timeout=5)
     assert str(caught.value) == "failed to connect to datasource"
     assert caught.value.__cause__ is not None
 
@@ -799,7 +775,7 @@ async def test_connection_test_times_out(endpoint: Endpoint) -> None:
     async with FakeServer(silent=True) as server:
         started = asyncio.get_running_loop().time()
         with pytest.raises(DatasourceUnavailable):
-            await MySqlReader().test(_with(endpoint, port=server.port), timeout=0.5)
+            await MySqlReader().test(endpoint_with(endpoint, port=server.port), timeout=0.5)
         assert asyncio.get_running_loop().time() - started < 3
 
 
@@ -808,7 +784,7 @@ async def test_required_tls_sends_no_credentials_to_a_server_without_tls(
     endpoint: Endpoint, mode: str
 ) -> None:
     async with FakeServer() as server:
-        target = _with(endpoint, port=server.port, user_name=USER, ssl_mode=mode)
+        target = endpoint_with(endpoint, port=server.port, user_name=USER, ssl_mode=mode)
         with pytest.raises(DatasourceUnavailable):
             await MySqlReader().test(target, timeout=2)
         for _ in range(20):
@@ -821,7 +797,7 @@ async def test_required_tls_sends_no_credentials_to_a_server_without_tls(
 async def test_plain_connection_does_send_the_handshake_response(endpoint: Endpoint) -> None:
     # The fake server's counterpart to the test above: without TLS the client answers.
     async with FakeServer() as server:
-        target = _with(endpoint, port=server.port, user_name=USER)
+        target = endpoint_with(endpoint, port=server.port, user_name=USER)
         with pytest.raises(DatasourceUnavailable):
             await MySqlReader().test(target, timeout=0.5)
         for _ in range(20):
@@ -833,43 +809,20 @@ async def test_plain_connection_does_send_the_handshake_response(endpoint: Endpo
 
 async def test_preferred_falls_back_to_plain_and_true_refuses_it(endpoint: Endpoint) -> None:
     # The local server has TLS off: "preferred" connects without it, "true" must not.
-    await MySqlReader().test(_with(endpoint, ssl_mode="preferred"), 5)
+    await MySqlReader().test(endpoint_with(endpoint, ssl_mode="preferred"), 5)
     for mode in ("true", "skip-verify"):
         with pytest.raises(DatasourceUnavailable):
-            await MySqlReader().test(_with(endpoint, ssl_mode=mode), 5)
-
-
-def _certificate() -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fetcher-test")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem
+            await MySqlReader().test(endpoint_with(endpoint, ssl_mode=mode), 5)
 
 
 @pytest.mark.parametrize("mode", ["", "false"])
 def test_tls_off_modes(endpoint: Endpoint, mode: str) -> None:
-    assert tls_settings(_with(endpoint, ssl_mode=mode)) == (None, False)
+    assert tls_settings(endpoint_with(endpoint, ssl_mode=mode)) == (None, False)
 
 
 def test_tls_true_verifies_against_the_given_ca(endpoint: Endpoint) -> None:
-    ca, _ = _certificate()
-    context, required = tls_settings(_with(endpoint, ssl_mode="true", ssl_ca=ca))
+    ca, _ = self_signed_certificate()
+    context, required = tls_settings(endpoint_with(endpoint, ssl_mode="true", ssl_ca=ca))
     assert required
     assert context is not None
     assert context.verify_mode == ssl.CERT_REQUIRED
@@ -878,14 +831,14 @@ def test_tls_true_verifies_against_the_given_ca(endpoint: Endpoint) -> None:
 
 
 def test_tls_true_without_ca_uses_the_system_trust_store(endpoint: Endpoint) -> None:
-    context, required = tls_settings(_with(endpoint, ssl_mode="true"))
+    context, required = tls_settings(endpoint_with(endpoint, ssl_mode="true"))
     assert required and context is not None
     assert context.verify_mode == ssl.CERT_REQUIRED
 
 
 @pytest.mark.parametrize(("mode", "required"), [("skip-verify", True), ("preferred", False)])
 def test_tls_without_verification(endpoint: Endpoint, mode: str, required: bool) -> None:
-    context, is_required = tls_settings(_with(endpoint, ssl_mode=mode))
+    context, is_required = tls_settings(endpoint_with(endpoint, ssl_mode=mode))
     assert is_required is required
     assert context is not None
     assert context.verify_mode == ssl.CERT_NONE
@@ -894,9 +847,11 @@ def test_tls_without_verification(endpoint: Endpoint, mode: str, required: bool)
 
 
 def test_tls_client_certificate_is_loaded_and_no_file_is_left(endpoint: Endpoint) -> None:
-    cert, key = _certificate()
+    cert, key = self_signed_certificate()
     before = set(Path(tempfile.gettempdir()).glob("fetcher-tls-*"))
-    context, _ = tls_settings(_with(endpoint, ssl_mode="skip-verify", ssl_cert=cert, ssl_key=key))
+    context, _ = tls_settings(
+        endpoint_with(endpoint, ssl_mode="skip-verify", ssl_cert=cert, ssl_key=key)
+    )
     assert context is not None
     assert set(Path(tempfile.gettempdir()).glob("fetcher-tls-*")) == before
 
@@ -904,7 +859,7 @@ def test_tls_client_certificate_is_loaded_and_no_file_is_left(endpoint: Endpoint
 @pytest.mark.parametrize("mode", ["TRUE", "require", "disable"])
 def test_tls_unknown_mode_is_rejected(endpoint: Endpoint, mode: str) -> None:
     with pytest.raises(InvalidSslMode):
-        tls_settings(_with(endpoint, ssl_mode=mode))
+        tls_settings(endpoint_with(endpoint, ssl_mode=mode))
 
 
 # --- TLS against a private MariaDB started with a certificate --------------------------------
