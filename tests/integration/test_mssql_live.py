@@ -21,7 +21,6 @@ import pytest
 from adapters.datasources.mssql import SqlServerReader
 from adapters.datasources.mssql_connection import DEFAULT_DRIVER
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import RowChunk
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
@@ -31,6 +30,7 @@ from tests.integration.live_servers import (
     endpoint_from_url,
     wait_until_ready,
 )
+from tests.integration.reader_helpers import endpoint_with, extract_rows, parse, table_read
 
 SKIP_REASON = "no SQL Server reachable: set FETCHER_TEST_MSSQL_URL or run a Docker engine"
 DATABASE = "fetcher_ds_test"
@@ -92,15 +92,10 @@ async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
             await cursor.close()
 
 
-def _with(endpoint: Endpoint, **change: Any) -> Endpoint:
-    fields = {name: getattr(endpoint, name) for name in Endpoint.__dataclass_fields__}
-    return Endpoint(**{**fields, **change})
-
-
 def _prepare(admin: Endpoint) -> Endpoint:
     create = f"IF DB_ID('{DATABASE}') IS NULL CREATE DATABASE {DATABASE}"
     asyncio.run(_execute(admin, [create]))
-    target = _with(admin, database_name=DATABASE)
+    target = endpoint_with(admin, database_name=DATABASE)
     asyncio.run(_execute(target, SETUP))
     return target
 
@@ -132,12 +127,6 @@ def reader(endpoint: Endpoint) -> SqlServerReader:
     return _reader(endpoint)
 
 
-def parse(chunk: RowChunk) -> list[dict[str, Any]]:
-    rows = json.loads(b"[" + chunk.data + b"]")
-    assert len(rows) == chunk.rows
-    return rows
-
-
 async def read_table(
     reader: SqlServerReader,
     endpoint: Endpoint,
@@ -146,11 +135,7 @@ async def read_table(
     filters: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None,
 ) -> list[dict[str, Any]]:
     schema = await reader.discover(endpoint, ["dbo", "ds_sales"])
-    table = schema.tables[name]
-    columns = table.columns if fields is None else tuple(table.column(f) for f in fields)
-    read = TableRead(result_key=name, table=table, columns=columns, filters=filters or {})  # type: ignore[arg-type]
-    chunks = [chunk async for chunk in reader.extract(endpoint, [read])]
-    return [row for chunk in chunks for row in parse(chunk)]
+    return await extract_rows(reader, endpoint, table_read(schema, name, fields, filters))
 
 
 async def ids(
@@ -172,7 +157,7 @@ async def test_connection_test_succeeds(reader: SqlServerReader, endpoint: Endpo
 async def test_wrong_password_is_unavailable_without_showing_it(endpoint: Endpoint) -> None:
     password = "wrong; p@ss={x} ünï"
     with pytest.raises(DatasourceUnavailable) as caught:
-        await _reader(endpoint).test(_with(endpoint, password=password), timeout=10)
+        await _reader(endpoint).test(endpoint_with(endpoint, password=password), timeout=10)
     assert str(caught.value) == "failed to connect to datasource"
     assert password not in repr(caught.value)
 
