@@ -8,7 +8,6 @@ when a Docker engine is reachable; otherwise the tests are skipped.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -19,7 +18,6 @@ import pytest
 from adapters.datasources.oracle import OracleReader
 from adapters.datasources.oracle_connection import SERVICE_NAME_REQUIRED
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import RowChunk
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
@@ -29,6 +27,7 @@ from tests.integration.live_servers import (
     endpoint_from_url,
     wait_until_ready,
 )
+from tests.integration.reader_helpers import endpoint_with, extract_rows, parse, table_read
 
 SKIP_REASON = "no Oracle reachable: set FETCHER_TEST_ORACLE_URL or run a Docker engine"
 IMAGE = "gvenzl/oracle-free:slim-faststart"
@@ -94,11 +93,6 @@ async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
         await connection.close()
 
 
-def _with(endpoint: Endpoint, **change: Any) -> Endpoint:
-    fields = {name: getattr(endpoint, name) for name in Endpoint.__dataclass_fields__}
-    return Endpoint(**{**fields, **change})
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
     import asyncio
@@ -131,12 +125,6 @@ def reader() -> OracleReader:
     return OracleReader()
 
 
-def parse(chunk: RowChunk) -> list[dict[str, Any]]:
-    rows = json.loads(b"[" + chunk.data + b"]")
-    assert len(rows) == chunk.rows
-    return rows
-
-
 async def read_table(
     reader: OracleReader,
     endpoint: Endpoint,
@@ -145,11 +133,7 @@ async def read_table(
     filters: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None,
 ) -> list[dict[str, Any]]:
     schema = await reader.discover(endpoint, [])
-    table = schema.tables[name]
-    columns = table.columns if fields is None else tuple(table.column(f) for f in fields)
-    read = TableRead(result_key=name, table=table, columns=columns, filters=filters or {})  # type: ignore[arg-type]
-    chunks = [chunk async for chunk in reader.extract(endpoint, [read])]
-    return [row for chunk in chunks for row in parse(chunk)]
+    return await extract_rows(reader, endpoint, table_read(schema, name, fields, filters))
 
 
 async def ids(
@@ -169,14 +153,14 @@ async def test_connection_test_succeeds(reader: OracleReader, endpoint: Endpoint
 async def test_wrong_password_is_unavailable_without_showing_it(endpoint: Endpoint) -> None:
     password = "wrong p@ss:w/rd ünï"
     with pytest.raises(DatasourceUnavailable) as caught:
-        await OracleReader().test(_with(endpoint, password=password), timeout=10)
+        await OracleReader().test(endpoint_with(endpoint, password=password), timeout=10)
     assert str(caught.value) == "failed to connect to datasource"
     assert password not in repr(caught.value)
 
 
 async def test_service_name_is_required(endpoint: Endpoint) -> None:
     with pytest.raises(InvalidRequest, match=SERVICE_NAME_REQUIRED):
-        await OracleReader().test(_with(endpoint, options={}), timeout=10)
+        await OracleReader().test(endpoint_with(endpoint, options={}), timeout=10)
 
 
 # --- discover ---------------------------------------------------------------------------------
