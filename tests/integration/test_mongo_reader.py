@@ -21,21 +21,22 @@ from uuid import UUID
 
 import pytest
 from bson import Binary, Decimal128, Int64, ObjectId
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from pymongo import AsyncMongoClient
 
 from adapters.datasources.mongo_connection import client_options, new_client
 from adapters.datasources.mongo_schema import sample_size
 from adapters.datasources.mongodb import MongoReader
 from application.errors import DatasourceError, DatasourceUnavailable, InvalidSslMode
-from application.ports.datasource_reader import RowChunk
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Schema, TableRead
 from tests.integration.conftest import require_listening
+from tests.integration.reader_helpers import (
+    extract_rows,
+    parse,
+    self_signed_certificate,
+    table_read,
+)
 
 URL = os.environ.get("FETCHER_TEST_MONGO_URL", "mongodb://127.0.0.1:27018")
 DATABASE = "fetcher_mongo_test"
@@ -131,12 +132,6 @@ async def discovered(reader: MongoReader, endpoint: Endpoint) -> Schema:
     return _SCHEMAS["schema"]
 
 
-def parse(chunk: RowChunk) -> list[dict[str, Any]]:
-    rows = json.loads(b"[" + chunk.data + b"]")
-    assert len(rows) == chunk.rows
-    return rows
-
-
 async def read(
     reader: MongoReader,
     endpoint: Endpoint,
@@ -145,11 +140,7 @@ async def read(
     filters: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None,
 ) -> list[dict[str, Any]]:
     schema = await discovered(reader, endpoint)
-    table = schema.tables[name]
-    columns = table.columns if fields is None else tuple(table.column(f) for f in fields)
-    plan = TableRead(result_key=name, table=table, columns=columns, filters=filters or {})  # type: ignore[arg-type]
-    chunks = [chunk async for chunk in reader.extract(endpoint, [plan])]
-    return [row for chunk in chunks for row in parse(chunk)]
+    return await extract_rows(reader, endpoint, table_read(schema, name, fields, filters))
 
 
 async def ns(
@@ -230,30 +221,8 @@ def test_unknown_ssl_mode_is_rejected() -> None:
         client_options(_endpoint(ssl_mode="TRUE"), 5)
 
 
-def _certificate() -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fetcher-mongo-test")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(days=1))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()  # fmt: skip
-    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem
-
-
 def test_ca_and_client_certificate_are_used_and_no_file_is_left() -> None:
-    cert, key = _certificate()
+    cert, key = self_signed_certificate("fetcher-mongo-test")
     before = set(Path(tempfile.gettempdir()).glob("fetcher-tls-*"))
     client = new_client(_endpoint(ssl_mode="true", ssl_ca=cert, ssl_cert=cert, ssl_key=key), 5)
     try:
