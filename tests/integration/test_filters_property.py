@@ -12,7 +12,6 @@ NULL matches only ``eq``/``in`` with ``null``; ``like`` is case-sensitive with `
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -21,8 +20,6 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import aiomysql
-import asyncpg
 import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
@@ -31,13 +28,19 @@ from adapters.datasources.mysql import MySqlReader
 from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.sql_values import DATE_RE, Kind, convert
 from application.ports.datasource_reader import DatasourceReader
-from domain.connection import DatabaseType, Endpoint
+from domain.connection import Endpoint
 from domain.schema import Table, TableRead
+from tests.integration.reader_helpers import (
+    drop_databases,
+    extract_rows,
+    my_admin,
+    my_endpoint,
+    pg_admin,
+    pg_endpoint,
+    recreate_my_database,
+    recreate_pg_database,
+)
 
-PG_HOST = os.environ.get("FETCHER_TEST_PG_HOST", "127.0.0.1")
-PG_PORT = int(os.environ.get("FETCHER_TEST_PG_PORT", "5432"))
-MY_HOST = os.environ.get("FETCHER_TEST_MYSQL_HOST", "127.0.0.1")
-MY_PORT = int(os.environ.get("FETCHER_TEST_MYSQL_PORT", "3306"))
 DATABASE = f"fetcher_filters_{os.getpid()}"
 EXAMPLES = 50
 END_OF_DAY = timedelta(days=1, microseconds=-1)
@@ -259,33 +262,6 @@ class Engine:
     table: Table | None = None
 
 
-async def _pg_admin(database: str = "postgres") -> asyncpg.Connection:
-    return await asyncpg.connect(
-        host=PG_HOST, port=PG_PORT, user="postgres", database=database, ssl=False
-    )
-
-
-async def _my_admin(database: str | None = None) -> aiomysql.Connection:
-    return await aiomysql.connect(
-        host=MY_HOST, port=MY_PORT, user="root", password="", db=database, charset="utf8mb4",
-        autocommit=True,
-    )  # fmt: skip
-
-
-async def _drop() -> None:
-    admin = await _pg_admin()
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-    finally:
-        await admin.close()
-    my = await _my_admin()
-    try:
-        async with my.cursor() as cursor:
-            await cursor.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
-    finally:
-        my.close()
-
-
 @dataclass
 class Lab:
     runner: asyncio.Runner
@@ -298,13 +274,8 @@ def lab() -> Iterator[Lab]:
     closers: list[Callable[[], Any]] = []
 
     async def postgres() -> Engine:
-        admin = await _pg_admin()
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-            await admin.execute(f'CREATE DATABASE "{DATABASE}"')
-        finally:
-            await admin.close()
-        conn = await _pg_admin(DATABASE)
+        await recreate_pg_database(DATABASE)
+        conn = await pg_admin(DATABASE)
         closers.append(conn.close)
         columns = ", ".join(f"{name} {pg} NULL" for name, (pg, _, _) in COLUMNS.items())
         await conn.execute(f"CREATE TABLE prop (id bigint PRIMARY KEY, {columns})")
@@ -316,20 +287,13 @@ def lab() -> Iterator[Lab]:
             await conn.execute("TRUNCATE prop")
             await conn.executemany(insert, rows)
 
-        endpoint = Endpoint(
-            type=DatabaseType.POSTGRESQL, host=PG_HOST, port=PG_PORT, database_name=DATABASE,
-            user_name="postgres", password="unused",
-        )  # fmt: skip
-        return Engine("postgresql", PostgresReader(), endpoint, load)
+        return Engine("postgresql", PostgresReader(), pg_endpoint(DATABASE), load)
 
     async def mariadb() -> Engine:
-        conn = await _my_admin()
+        conn = await my_admin()
         closers.append(conn.close)
         cursor = await conn.cursor()
-        await cursor.execute("SET SESSION sql_notes = 0")
-        await cursor.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
-        await cursor.execute(f"CREATE DATABASE `{DATABASE}`")
-        await cursor.execute(f"USE `{DATABASE}`")
+        await recreate_my_database(cursor, DATABASE)
         columns = ", ".join(f"{name} {my} NULL" for name, (_, my, _) in COLUMNS.items())
         await cursor.execute(f"CREATE TABLE prop (id BIGINT PRIMARY KEY, {columns})")
         insert = f"INSERT INTO prop VALUES ({', '.join(['%s'] * (len(COLUMNS) + 1))})"
@@ -339,11 +303,7 @@ def lab() -> Iterator[Lab]:
             if rows:
                 await cursor.executemany(insert, rows)
 
-        endpoint = Endpoint(
-            type=DatabaseType.MYSQL, host=MY_HOST, port=MY_PORT, database_name=DATABASE,
-            user_name="root", password="",
-        )  # fmt: skip
-        return Engine("mariadb", MySqlReader(), endpoint, load)
+        return Engine("mariadb", MySqlReader(), my_endpoint(DATABASE), load)
 
     async def prepare() -> dict[str, Engine]:
         found = {engine.name: engine for engine in [await postgres(), await mariadb()]}
@@ -359,7 +319,7 @@ def lab() -> Iterator[Lab]:
             result = close()
             if asyncio.iscoroutine(result):
                 runner.run(result)
-        runner.run(_drop())
+        runner.run(drop_databases(DATABASE))
         runner.close()
 
 
@@ -367,8 +327,7 @@ async def _extract(engine: Engine, filters: Mapping[str, Mapping[str, Sequence[A
     assert engine.table is not None
     conditions = {name: {op: tuple(v) for op, v in c.items()} for name, c in filters.items()}
     read = TableRead("prop", engine.table, engine.table.columns, conditions)
-    chunks = [chunk async for chunk in engine.reader.extract(engine.endpoint, [read])]
-    rows = [row for chunk in chunks for row in json.loads(b"[" + chunk.data + b"]")]
+    rows = await extract_rows(engine.reader, engine.endpoint, read)
     return sorted(rows, key=lambda row: row["id"])
 
 
