@@ -4,7 +4,6 @@ JSON rows, byte for byte, in the common result format (README "Result format")."
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,21 +12,27 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid4
 
-import aiomysql
-import asyncpg
 import pytest
 
 from adapters.datasources.mysql import MySqlReader
 from adapters.datasources.postgres import PostgresReader
 from application.extraction_plan import ExtractionError, plan_datasource
 from application.ports.datasource_reader import DatasourceReader
-from domain.connection import Connection, DatabaseType, Endpoint
+from domain.connection import Connection, Endpoint
 from domain.schema import TableRead
+from tests.integration.reader_helpers import (
+    drop_databases,
+    my_admin,
+    my_endpoint,
+    my_ident,
+    parse_rows,
+    pg_admin,
+    pg_endpoint,
+    pg_ident,
+    recreate_my_database,
+    recreate_pg_database,
+)
 
-PG_HOST = os.environ.get("FETCHER_TEST_PG_HOST", "127.0.0.1")
-PG_PORT = int(os.environ.get("FETCHER_TEST_PG_PORT", "5432"))
-MY_HOST = os.environ.get("FETCHER_TEST_MYSQL_HOST", "127.0.0.1")
-MY_PORT = int(os.environ.get("FETCHER_TEST_MYSQL_PORT", "3306"))
 DATABASE = f"fetcher_formats_{os.getpid()}"
 
 # name, PostgreSQL type, MariaDB type
@@ -112,44 +117,18 @@ def _my_value(value: Any) -> Any:
     return value
 
 
-async def _pg_admin(database: str = "postgres") -> asyncpg.Connection:
-    return await asyncpg.connect(
-        host=PG_HOST, port=PG_PORT, user="postgres", database=database, ssl=False
-    )
-
-
-async def _my_admin(database: str | None = None) -> aiomysql.Connection:
-    return await aiomysql.connect(
-        host=MY_HOST, port=MY_PORT, user="root", password="", db=database, charset="utf8mb4",
-        autocommit=True,
-    )  # fmt: skip
-
-
-def _pg_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _my_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 async def _prepare_postgres() -> None:
-    admin = await _pg_admin()
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {_pg_ident(DATABASE)} WITH (FORCE)")
-        await admin.execute(f"CREATE DATABASE {_pg_ident(DATABASE)}")
-    finally:
-        await admin.close()
-    conn = await _pg_admin(DATABASE)
+    await recreate_pg_database(DATABASE)
+    conn = await pg_admin(DATABASE)
     try:
         columns = ", ".join(f"{name} {pg_type}" for name, pg_type, _ in COLUMNS)
         await conn.execute(f"CREATE TABLE formats ({columns})")
         marks = ", ".join(f"${i}" for i in range(1, len(COLUMNS) + 1))
         await conn.executemany(f"INSERT INTO formats VALUES ({marks})", ROWS)
-        hostile = ", ".join(f"{_pg_ident(c)} text" for c in HOSTILE_COLUMNS)
-        await conn.execute(f"CREATE TABLE {_pg_ident(HOSTILE_TABLE)} (id int, {hostile})")
+        hostile = ", ".join(f"{pg_ident(c)} text" for c in HOSTILE_COLUMNS)
+        await conn.execute(f"CREATE TABLE {pg_ident(HOSTILE_TABLE)} (id int, {hostile})")
         await conn.executemany(
-            f"INSERT INTO {_pg_ident(HOSTILE_TABLE)} VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            f"INSERT INTO {pg_ident(HOSTILE_TABLE)} VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             HOSTILE_ROWS,
         )
     finally:
@@ -157,13 +136,10 @@ async def _prepare_postgres() -> None:
 
 
 async def _prepare_mariadb() -> None:
-    admin = await _my_admin()
+    admin = await my_admin()
     try:
         async with admin.cursor() as cursor:
-            await cursor.execute("SET SESSION sql_notes = 0")
-            await cursor.execute(f"DROP DATABASE IF EXISTS {_my_ident(DATABASE)}")
-            await cursor.execute(f"CREATE DATABASE {_my_ident(DATABASE)}")
-            await cursor.execute(f"USE {_my_ident(DATABASE)}")
+            await recreate_my_database(cursor, DATABASE)
             await cursor.execute("SET SESSION time_zone = '+00:00'")
             columns = ", ".join(f"{name} {my_type}" for name, _, my_type in COLUMNS)
             await cursor.execute(f"CREATE TABLE formats ({columns})")
@@ -172,28 +148,14 @@ async def _prepare_mariadb() -> None:
                 f"INSERT INTO formats VALUES ({marks})",
                 [tuple(_my_value(v) for v in row) for row in ROWS],
             )
-            hostile = ", ".join(f"{_my_ident(c)} TEXT" for c in HOSTILE_COLUMNS)
-            table = _my_ident(HOSTILE_TABLE).replace("%", "%%")
-            await cursor.execute(f"CREATE TABLE {_my_ident(HOSTILE_TABLE)} (id INT, {hostile})")
+            hostile = ", ".join(f"{my_ident(c)} TEXT" for c in HOSTILE_COLUMNS)
+            table = my_ident(HOSTILE_TABLE).replace("%", "%%")
+            await cursor.execute(f"CREATE TABLE {my_ident(HOSTILE_TABLE)} (id INT, {hostile})")
             await cursor.executemany(
                 f"INSERT INTO {table} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", HOSTILE_ROWS
             )
     finally:
         admin.close()
-
-
-async def _drop() -> None:
-    admin = await _pg_admin()
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {_pg_ident(DATABASE)} WITH (FORCE)")
-    finally:
-        await admin.close()
-    my = await _my_admin()
-    try:
-        async with my.cursor() as cursor:
-            await cursor.execute(f"DROP DATABASE IF EXISTS {_my_ident(DATABASE)}")
-    finally:
-        my.close()
 
 
 HOSTILE_ROWS = [
@@ -217,29 +179,15 @@ def engines() -> Iterator[list[Engine]]:
     try:
         asyncio.run(prepare())
     except BaseException:
-        asyncio.run(_drop())
+        asyncio.run(drop_databases(DATABASE))
         raise
     try:
         yield [
-            Engine(
-                "postgresql",
-                PostgresReader(),
-                Endpoint(
-                    type=DatabaseType.POSTGRESQL, host=PG_HOST, port=PG_PORT,
-                    database_name=DATABASE, user_name="postgres", password="unused",
-                ),
-            ),
-            Engine(
-                "mariadb",
-                MySqlReader(),
-                Endpoint(
-                    type=DatabaseType.MYSQL, host=MY_HOST, port=MY_PORT, database_name=DATABASE,
-                    user_name="root", password="",
-                ),
-            ),
-        ]  # fmt: skip
+            Engine("postgresql", PostgresReader(), pg_endpoint(DATABASE)),
+            Engine("mariadb", MySqlReader(), my_endpoint(DATABASE)),
+        ]
     finally:
-        asyncio.run(_drop())
+        asyncio.run(drop_databases(DATABASE))
 
 
 async def _extract(
@@ -258,7 +206,7 @@ async def _extract(
 
 async def test_both_engines_produce_the_same_rows_byte_for_byte(engines: list[Engine]) -> None:
     postgres, mariadb = [await _extract(engine, "formats") for engine in engines]
-    assert json.loads(b"[" + postgres + b"]") == EXPECTED
+    assert parse_rows(postgres) == EXPECTED
     assert mariadb == postgres
 
 
@@ -284,7 +232,7 @@ async def test_hostile_names_and_values_match_literally_on_both_engines(
     engines: list[Engine],
 ) -> None:
     for engine in engines:
-        everything = json.loads(b"[" + await _extract(engine, HOSTILE_TABLE) + b"]")
+        everything = parse_rows(await _extract(engine, HOSTILE_TABLE))
         assert [row["id"] for row in everything] == [1, 2], engine.name
         assert everything[0]["semi;colon"] == "a%b"
         assert everything[1]["c`d"] == "' OR '1'='1"
@@ -298,7 +246,7 @@ async def test_hostile_names_and_values_match_literally_on_both_engines(
             ("L" * 60, "long", [1]),
         ]:
             found = await _extract(engine, HOSTILE_TABLE, ["id"], {column: {"eq": (value,)}})
-            assert [row["id"] for row in json.loads(b"[" + found + b"]")] == expected, (
+            assert [row["id"] for row in parse_rows(found)] == expected, (
                 engine.name,
                 column,
             )
@@ -306,7 +254,7 @@ async def test_hostile_names_and_values_match_literally_on_both_engines(
             found = await _extract(
                 engine, HOSTILE_TABLE, ["id"], {"semi;colon": {"like": (pattern,)}}
             )
-            assert [row["id"] for row in json.loads(b"[" + found + b"]")] == expected, (
+            assert [row["id"] for row in parse_rows(found)] == expected, (
                 engine.name,
                 pattern,
             )
