@@ -6,27 +6,30 @@ filtered after reading them all."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import aiomysql
-import asyncpg
 import pytest
 
 from adapters.datasources.mysql import MySqlReader
 from adapters.datasources.postgres import PostgresReader
 from application.ports.datasource_reader import DatasourceReader
-from domain.connection import DatabaseType, Endpoint
+from domain.connection import Endpoint
 from domain.schema import Table, TableRead
+from tests.integration.reader_helpers import (
+    drop_databases,
+    my_admin,
+    my_endpoint,
+    parse_rows,
+    pg_admin,
+    pg_endpoint,
+    recreate_my_database,
+    recreate_pg_database,
+)
 
-PG_HOST = os.environ.get("FETCHER_TEST_PG_HOST", "127.0.0.1")
-PG_PORT = int(os.environ.get("FETCHER_TEST_PG_PORT", "5432"))
-MY_HOST = os.environ.get("FETCHER_TEST_MYSQL_HOST", "127.0.0.1")
-MY_PORT = int(os.environ.get("FETCHER_TEST_MYSQL_PORT", "3306"))
 DATABASE = f"fetcher_scale_{os.getpid()}"
 ROWS = 1_000_000
 
@@ -72,69 +75,28 @@ class Engine:
     """Seconds to stream every row of ``(id, email)`` without a filter."""
 
 
-async def _pg(database: str = "postgres") -> asyncpg.Connection:
-    return await asyncpg.connect(
-        host=PG_HOST, port=PG_PORT, user="postgres", database=database, ssl=False
-    )
-
-
-async def _my(database: str | None = None) -> aiomysql.Connection:
-    return await aiomysql.connect(
-        host=MY_HOST, port=MY_PORT, user="root", password="", db=database, charset="utf8mb4",
-        autocommit=True,
-    )  # fmt: skip
-
-
 async def _prepare_postgres() -> Endpoint:
-    admin = await _pg()
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        await admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    finally:
-        await admin.close()
-    conn = await _pg(DATABASE)
+    await recreate_pg_database(DATABASE)
+    conn = await pg_admin(DATABASE)
     try:
         for statement in PG_SETUP:
             await conn.execute(statement)
     finally:
         await conn.close()
-    return Endpoint(
-        type=DatabaseType.POSTGRESQL, host=PG_HOST, port=PG_PORT, database_name=DATABASE,
-        user_name="postgres", password="unused",
-    )  # fmt: skip
+    return pg_endpoint(DATABASE)
 
 
 async def _prepare_mariadb() -> Endpoint:
-    conn = await _my()
+    conn = await my_admin()
     try:
         async with conn.cursor() as cursor:
-            await cursor.execute("SET SESSION sql_notes = 0")
-            await cursor.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
-            await cursor.execute(f"CREATE DATABASE `{DATABASE}`")
-            await cursor.execute(f"USE `{DATABASE}`")
+            await recreate_my_database(cursor, DATABASE)
             for statement in MY_SETUP:
                 await cursor.execute(statement)
                 await cursor.fetchall()
     finally:
         conn.close()
-    return Endpoint(
-        type=DatabaseType.MYSQL, host=MY_HOST, port=MY_PORT, database_name=DATABASE,
-        user_name="root", password="",
-    )  # fmt: skip
-
-
-async def _drop() -> None:
-    admin = await _pg()
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-    finally:
-        await admin.close()
-    conn = await _my()
-    try:
-        async with conn.cursor() as cursor:
-            await cursor.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
-    finally:
-        conn.close()
+    return my_endpoint(DATABASE)
 
 
 @pytest.fixture(scope="session")
@@ -158,7 +120,7 @@ def big_tables() -> Iterator[dict[str, Engine]]:
     try:
         yield asyncio.run(prepare())
     finally:
-        asyncio.run(_drop())
+        asyncio.run(drop_databases(DATABASE))
 
 
 async def _timed_extract(
@@ -177,7 +139,7 @@ async def _timed_extract(
     async for chunk in engine.reader.extract(engine.endpoint, [read]):
         count += chunk.rows
         if keep:
-            rows.extend(json.loads(b"[" + chunk.data + b"]"))
+            rows.extend(parse_rows(chunk.data))
     elapsed = time.perf_counter() - started
     return elapsed, rows if keep else count
 
