@@ -8,19 +8,22 @@ Each engine's differences (scope of discovery, SQL dialect, expected values) sta
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiomysql
 import asyncpg
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from application.errors import DatasourceError
 from application.ports.datasource_reader import DatasourceReader, RowChunk
 from domain.connection import DatabaseType, Endpoint
 from domain.schema import Schema, TableRead
@@ -165,6 +168,37 @@ async def sessions_settle(open_sessions: Callable[[], Awaitable[int]], expected:
             return count
         await asyncio.sleep(0.05)
     return count
+
+
+# --- scenarios the SQL readers share ----------------------------------------------------------
+
+
+async def assert_stopping_early_closes_the_connection(
+    reader: DatasourceReader,
+    endpoint: Endpoint,
+    read: TableRead,
+    open_sessions: Callable[[], Awaitable[int]],
+) -> None:
+    """Reading the first 10,000-row chunk of ``read`` opens one session; closing the stream then
+    closes it."""
+    before = await sessions_settle(open_sessions, 0)
+    stream = reader.extract(endpoint, [read])
+    assert isinstance(stream, AsyncIterator)
+    first = await anext(stream)
+    assert first.rows == 10_000
+    assert await open_sessions() == before + 1
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert await sessions_settle(open_sessions, before) == before
+    assert gc.isenabled()
+
+
+async def assert_discovery_times_out(reader: DatasourceReader, endpoint: Endpoint) -> None:
+    """``reader`` (made with a discovery timeout too short to meet) fails at the discover stage."""
+    with pytest.raises(DatasourceError) as caught:
+        await reader.discover(endpoint, [])
+    assert caught.value.stage == "discover"
+    assert str(caught.value) == "failed to discover datasource schema"
+    assert isinstance(caught.value.__cause__, TimeoutError)
 
 
 # --- TLS ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +43,8 @@ from domain.schema import Column, Table, TableRead
 from tests.integration.reader_helpers import (
     MY_HOST,
     MY_PORT,
+    assert_discovery_times_out,
+    assert_stopping_early_closes_the_connection,
     endpoint_with,
     extract_rows,
     my_admin,
@@ -240,11 +242,7 @@ async def test_discover_unreachable_datasource_is_unavailable(endpoint: Endpoint
 
 
 async def test_discover_timeout_is_a_discovery_failure(endpoint: Endpoint) -> None:
-    with pytest.raises(DatasourceError) as caught:
-        await MySqlReader(discover_timeout=1e-6).discover(endpoint, [])
-    assert caught.value.stage == "discover"
-    assert str(caught.value) == "failed to discover datasource schema"
-    assert isinstance(caught.value.__cause__, TimeoutError)
+    await assert_discovery_times_out(MySqlReader(discover_timeout=1e-6), endpoint)
 
 
 # --- extraction: values ----------------------------------------------------------------------
@@ -409,17 +407,8 @@ async def test_stopping_early_closes_the_connection(
     reader: MySqlReader, endpoint: Endpoint
 ) -> None:
     schema = await reader.discover(endpoint, [])
-    table = schema.tables["my_big"]
-    read = TableRead(result_key="my_big", table=table, columns=table.columns)
-    before = await _sessions_settle(0)
-    stream = reader.extract(endpoint, [read])
-    assert isinstance(stream, AsyncIterator)
-    first = await anext(stream)
-    assert first.rows == 10_000
-    assert await _open_sessions() == before + 1
-    await stream.aclose()  # type: ignore[attr-defined]
-    assert await _sessions_settle(before) == before
-    assert gc.isenabled()
+    read = table_read(schema, "my_big")
+    await assert_stopping_early_closes_the_connection(reader, endpoint, read, _open_sessions)
 
 
 async def test_query_failure_is_datasource_query_failed(

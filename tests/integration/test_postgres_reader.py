@@ -7,7 +7,7 @@ import gc
 import json
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ from domain.schema import Column, Table, TableRead
 from tests.integration.reader_helpers import (
     PG_HOST,
     PG_PORT,
+    assert_discovery_times_out,
+    assert_stopping_early_closes_the_connection,
     endpoint_with,
     extract_rows,
     parse,
@@ -218,11 +220,7 @@ async def test_discover_unreachable_datasource_is_unavailable(endpoint: Endpoint
 
 
 async def test_discover_timeout_is_a_discovery_failure(endpoint: Endpoint) -> None:
-    with pytest.raises(DatasourceError) as caught:
-        await PostgresReader(discover_timeout=1e-6).discover(endpoint, [])
-    assert caught.value.stage == "discover"
-    assert str(caught.value) == "failed to discover datasource schema"
-    assert isinstance(caught.value.__cause__, TimeoutError)
+    await assert_discovery_times_out(PostgresReader(discover_timeout=1e-6), endpoint)
 
 
 # --- extraction: values ----------------------------------------------------------------------
@@ -395,17 +393,8 @@ async def test_stopping_early_closes_the_connection(
     reader: PostgresReader, endpoint: Endpoint
 ) -> None:
     schema = await reader.discover(endpoint, [])
-    table = schema.tables["ds_big"]
-    read = TableRead(result_key="ds_big", table=table, columns=table.columns)
-    before = await _sessions_settle(0)
-    stream = reader.extract(endpoint, [read])
-    assert isinstance(stream, AsyncIterator)
-    first = await anext(stream)
-    assert first.rows == 10_000
-    assert await _open_sessions() == before + 1
-    await stream.aclose()  # type: ignore[attr-defined]
-    assert await _sessions_settle(before) == before
-    assert gc.isenabled()
+    read = table_read(schema, "ds_big")
+    await assert_stopping_early_closes_the_connection(reader, endpoint, read, _open_sessions)
 
 
 async def test_query_failure_is_datasource_query_failed(
