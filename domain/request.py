@@ -7,7 +7,6 @@ that the reference only enforces in its worker are enforced here, when the job i
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -15,6 +14,7 @@ from typing import Any
 
 from domain import gojson
 from domain.errors import InvalidRequest, MissingFields
+from domain.json_limits import json_problem, number_problem
 
 MAX_DATASOURCES = 10
 MAX_TABLES_PER_DATASOURCE = 20
@@ -114,6 +114,9 @@ def _check_metadata(metadata: Mapping[str, Any] | None) -> None:
         raise MissingFields(
             "metadata.source must be a non-empty string", title="Invalid Field Value"
         )
+    problem = json_problem(metadata)
+    if problem is not None:
+        raise InvalidRequest(f"metadata {problem}")
 
 
 def _check_filter_references(mapped: MappedFields, filters: Filters) -> None:
@@ -131,8 +134,9 @@ def _check_filter_references(mapped: MappedFields, filters: Filters) -> None:
 def _check_value(where: str, op: str, value: Any) -> None:
     if isinstance(value, Mapping | list | tuple):
         raise InvalidRequest(f"{where}: operator '{op}' takes scalar values, got a nested value")
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        raise InvalidRequest(f"{where}: operator '{op}' got a non-finite number")
+    problem = number_problem(value)
+    if problem is not None:
+        raise InvalidRequest(f"{where}: operator '{op}' got {problem}")
 
 
 def _check_filter_conditions(filters: Filters) -> None:

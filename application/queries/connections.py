@@ -30,8 +30,11 @@ class ListFilter:
 
 
 def _months_before(day: date, months: int) -> date:
+    """``months`` calendar months before ``day``, never before ``date.min``."""
     month_index = day.year * 12 + day.month - 1 - months
     year, month = divmod(month_index, 12)
+    if year < date.min.year:
+        return date.min
     last = calendar.monthrange(year, month + 1)[1]
     return date(year, month + 1, min(day.day, last))
 
@@ -56,6 +59,11 @@ def date_window(
             code="FET-0409",
             title="Invalid Final Date Error",
         )
+    if end == date.max:
+        # the whole last day of the calendar: its end is the latest representable instant
+        stop_at = datetime.max.replace(tzinfo=UTC)
+        start = max(start, _months_before(end, months))
+        return datetime.combine(start, time.min, UTC), stop_at
     stop = end + timedelta(days=1)
     start = max(start, _months_before(stop, months))
     return datetime.combine(start, time.min, UTC), datetime.combine(stop, time.min, UTC)

@@ -13,6 +13,8 @@ from domain.errors import InvalidRequest
 
 MAX_KEY_LENGTH = 64
 MAX_VALUE_LENGTH = 256
+MAX_PAGE = 10**9
+"""With ``limit`` at most a few hundred, the row offset ``(page - 1) * limit`` fits 64 bits."""
 
 
 def invalid_parameter(name: str) -> InvalidRequest:
@@ -28,10 +30,11 @@ def _positive(params: dict[str, str], name: str, default: int) -> int:
     raw = params.get(name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise invalid_parameter(name) from None
+    digits = raw[1:] if raw[:1] in "+-" else raw
+    # ASCII digits only: int() would also take "1_0", " 5" or other scripts' digits
+    if not (digits.isascii() and digits.isdigit()):
+        raise invalid_parameter(name)
+    value = int(raw)
     if value < 1:
         raise invalid_parameter(name)
     return value
@@ -69,15 +72,22 @@ def _date(raw: str | None) -> date | None:
 def parse_list_filter(
     items: Iterable[tuple[str, str]], *, product: str | None, max_limit: int
 ) -> ListFilter:
-    """Empty values are ignored; keys starting with ``$`` or ``_``, keys over 64 characters and
-    values over 256 are refused (FET-0405); ``limit`` over ``max_limit`` is FET-0406, a bad
+    """Empty values are ignored; keys starting with ``$`` or ``_``, keys over 64 characters,
+    values over 256, NUL characters (no database column holds them) and a ``page`` over
+    :data:`MAX_PAGE` are refused (FET-0405); ``limit`` over ``max_limit`` is FET-0406, a bad
     ``sortOrder`` FET-0407, a bad date FET-0408. ``cursor`` is checked, then ignored."""
     params: dict[str, str] = {}
     metadata: dict[str, str] = {}
     for key, value in items:
         if value == "":
             continue
-        if key.startswith(("$", "_")) or len(key) > MAX_KEY_LENGTH or len(value) > MAX_VALUE_LENGTH:
+        if (
+            key.startswith(("$", "_"))
+            or len(key) > MAX_KEY_LENGTH
+            or len(value) > MAX_VALUE_LENGTH
+            or "\x00" in key
+            or "\x00" in value
+        ):
             raise invalid_parameter(key)
         if key.startswith("metadata.") and len(key) > len("metadata."):
             metadata[key.removeprefix("metadata.")] = value
@@ -91,6 +101,8 @@ def parse_list_filter(
             title="Pagination Limit Exceeded",
         )
     page = _positive(params, "page", 1)
+    if page > MAX_PAGE:
+        raise invalid_parameter("page")
     order = params.get("sortOrder", "desc").lower()
     if order not in ("asc", "desc"):
         raise InvalidRequest(
