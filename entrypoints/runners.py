@@ -39,6 +39,8 @@ log = logging.getLogger("fetcher")
 
 _Runnable = LogFollower | ProjectionFollower | PeriodicTask
 
+HTTP_SHUTDOWN_SECONDS = 5
+
 _OUTCOMES = {RunOutcome.DONE: Outcome.DONE, RunOutcome.RETRY: Outcome.RETRY}
 
 
@@ -77,6 +79,19 @@ async def _until_stopped(stop: asyncio.Event, *jobs: Coroutine[Any, Any, Any]) -
         await asyncio.gather(*late, stopper, return_exceptions=True)
 
 
+async def _consume(consumer: Any, stop: asyncio.Event) -> None:
+    """Runs a work consumer until ``stop``, then stops it: in-flight jobs get the consumer's
+    own grace period, and nothing new is taken."""
+    running = asyncio.create_task(consumer.run())
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        await consumer.stop()
+    await running
+
+
 def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
@@ -85,6 +100,9 @@ def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        # A request still open this long after a stop signal (a client that never finishes
+        # its body) is cut, so shutdown is not held by it.
+        timeout_graceful_shutdown=HTTP_SHUTDOWN_SECONDS,
     )
     server = uvicorn.Server(config)
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
@@ -182,7 +200,7 @@ async def serve(settings: Settings) -> None:
                 stop,
                 _serve_http(server, stop),
                 *(follower.run(stop) for follower in followers),
-                consumer.run(),
+                _consume(consumer, stop),
             )
         finally:
             await consumer.stop()
@@ -224,7 +242,7 @@ async def worker(settings: Settings) -> None:
         )
         log.info("fetcher worker consuming %s", settings.broker.work_queue)
         try:
-            await _until_stopped(stop, consumer.run())
+            await _until_stopped(stop, _consume(consumer, stop))
         finally:
             await consumer.stop()
 
