@@ -44,3 +44,20 @@ def json_problem(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
         if problem is not None:
             return f"contains {problem}"
     return None
+
+
+def has_nul(value: Any) -> bool:
+    """Whether any text in ``value`` (keys included) holds a NUL character, which PostgreSQL
+    cannot store in text or JSONB and no database driver passes on."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False

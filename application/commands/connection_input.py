@@ -13,6 +13,7 @@ from typing import Any
 from application.ports.host_guard import HostGuard
 from domain.connection import SSL_MODES, DatabaseType, is_valid_config_name
 from domain.errors import InvalidRequest, MissingFields
+from domain.json_limits import has_nul
 
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _TYPES = "[ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
@@ -99,6 +100,17 @@ def is_valid_host(host: str) -> bool:
 
 def bad_request(invalid: dict[str, str]) -> InvalidRequest:
     return InvalidRequest(_BAD_REQUEST, code="FET-0001", title="Bad Request", fields=invalid)
+
+
+def check_no_nul(fields: Mapping[str, Any]) -> None:
+    """Text with a NUL character cannot be stored or sent to a database: refused per field."""
+    invalid = {
+        name: f"{name} must not contain NUL characters"
+        for name, value in fields.items()
+        if has_nul(value)
+    }
+    if invalid:
+        raise bad_request(invalid)
 
 
 def check_sent_fields(

@@ -9,6 +9,7 @@ from application.commands.connection_input import (
     ConnectionInput,
     Draft,
     SslInput,
+    check_no_nul,
     validate_draft,
 )
 from application.ports.clock import Clock, IdGenerator
@@ -47,6 +48,19 @@ class RegisterConnection:
     supported: Collection[DatabaseType] = ALL_TYPES
 
     async def __call__(self, product: str, data: ConnectionInput) -> Connection:
+        check_no_nul(
+            {
+                "configName": data.config_name,
+                "type": data.type,
+                "host": data.host,
+                "databaseName": data.database_name,
+                "schema": data.schema,
+                "userName": data.user_name,
+                "password": data.password,
+                "metadata": data.metadata,
+                "ssl": [data.ssl_mode, data.ssl_ca, data.ssl_cert, data.ssl_key],
+            }
+        )
         ssl = data.ssl
         db_type = validate_draft(
             Draft(

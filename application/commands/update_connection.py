@@ -9,6 +9,7 @@ from uuid import UUID
 from application.commands.connection_input import (
     ConnectionPatch,
     Draft,
+    check_no_nul,
     check_sent_fields,
     validate_draft,
 )
@@ -52,6 +53,21 @@ class UpdateConnection:
     async def __call__(self, connection_id: UUID, patch: ConnectionPatch) -> Connection:
         if patch.is_empty:
             raise InvalidRequest("empty request body", code="FET-0001", title="Invalid payload")
+        check_no_nul(
+            {
+                "configName": patch.config_name,
+                "type": patch.type,
+                "host": patch.host,
+                "databaseName": patch.database_name,
+                "schema": patch.schema,
+                "userName": patch.user_name,
+                "password": patch.password,
+                "metadata": patch.metadata,
+                "ssl": [patch.ssl.mode, patch.ssl.ca, patch.ssl.cert, patch.ssl.key]
+                if patch.ssl
+                else None,
+            }
+        )
         check_sent_fields(
             config_name=patch.config_name,
             type_=patch.type,

@@ -138,3 +138,53 @@ async def test_job_still_accepted_after_the_new_checks(client):  # noqa: F811
     await client.post(BASE, json=CONNECTION, headers=PRODUCT)
     response = await client.post("/v1/fetcher", json=JOB)
     assert response.status_code == 202, response.text
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("databaseName", "db\x00x"),
+        ("schema", "s\x00"),
+        ("password", "p\x00w"),
+        ("metadata", {"k\x00": "v"}),
+        ("metadata", {"k": ["v\x00"]}),
+    ],
+)
+async def test_nul_characters_in_a_connection_are_refused_per_field(client, field, value):
+    body = {
+        "configName": "nul_check",
+        "type": "POSTGRESQL",
+        "host": "db.local",
+        "port": 5432,
+        "databaseName": "pgsql",
+        "userName": "reader",
+        "password": "secret",
+        field: value,
+    }
+    response = await client.post(
+        "/v1/management/connections", json=body, headers={"X-Product-Name": "payments"}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "FET-0001"
+    assert response.json()["fields"] == {field: f"{field} must not contain NUL characters"}
+
+
+async def test_nul_characters_in_a_patch_are_refused(client):
+    body = {
+        "configName": "nul_patch",
+        "type": "POSTGRESQL",
+        "host": "db.local",
+        "port": 5432,
+        "databaseName": "pgsql",
+        "userName": "reader",
+        "password": "secret",
+    }
+    created = await client.post(
+        "/v1/management/connections", json=body, headers={"X-Product-Name": "payments"}
+    )
+    assert created.status_code == 201, created.text
+    response = await client.patch(
+        f"/v1/management/connections/{created.json()['id']}", json={"userName": "u\x00"}
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["fields"] == {"userName": "userName must not contain NUL characters"}
