@@ -150,7 +150,7 @@ async def test_job_still_accepted_after_the_new_checks(client):  # noqa: F811
         ("metadata", {"k": ["v\x00"]}),
     ],
 )
-async def test_nul_characters_in_a_connection_are_refused_per_field(client, field, value):
+async def test_nul_characters_in_a_connection_are_refused_per_field(client, field, value):  # noqa: F811
     body = {
         "configName": "nul_check",
         "type": "POSTGRESQL",
@@ -169,7 +169,7 @@ async def test_nul_characters_in_a_connection_are_refused_per_field(client, fiel
     assert response.json()["fields"] == {field: f"{field} must not contain NUL characters"}
 
 
-async def test_nul_characters_in_a_patch_are_refused(client):
+async def test_nul_characters_in_a_patch_are_refused(client):  # noqa: F811
     body = {
         "configName": "nul_patch",
         "type": "POSTGRESQL",
