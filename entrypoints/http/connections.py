@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
 from application.commands.connection_input import ConnectionInput, ConnectionPatch, SslInput
@@ -14,6 +15,7 @@ from application.timefmt import rfc3339nano
 from domain.connection import Connection, normalise_product
 from domain.errors import InvalidRequest
 from entrypoints.container import ApiServices
+from entrypoints.http.errors import error_responses
 from entrypoints.http.jobs import parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.schemas import (
@@ -100,7 +102,9 @@ class ConnectionController(Controller):
     path = "/v1/management/connections"
     tags = ["connections"]
 
-    @post("/", status_code=201, summary="Register a connection")
+    @post(
+        "/", status_code=201, summary="Register a connection", responses=error_responses(400, 409)
+    )
     async def create(
         self,
         services: NamedDependency[ApiServices],
@@ -131,7 +135,11 @@ class ConnectionController(Controller):
         )
         return connection_view(connection)
 
-    @get("/", summary="List connections (internal datasources first on page 1)")
+    @get(
+        "/",
+        summary="List connections (internal datasources first on page 1)",
+        responses=error_responses(400),
+    )
     async def list_connections(
         self, services: NamedDependency[ApiServices], request: Request
     ) -> ConnectionList:
@@ -142,7 +150,11 @@ class ConnectionController(Controller):
         )
         return _page(await services.connections.list(wanted), wanted.page, wanted.limit)
 
-    @get("/unassigned", summary="List connections without a product")
+    @get(
+        "/unassigned",
+        summary="List connections without a product",
+        responses=error_responses(400),
+    )
     async def list_unassigned(
         self, services: NamedDependency[ApiServices], request: Request
     ) -> ConnectionList:
@@ -158,6 +170,14 @@ class ConnectionController(Controller):
         status_code=200,
         summary="Check that datasources, tables and fields exist",
         description="200 when everything exists, 422 (FET-1060) with the list of issues.",
+        responses={
+            **error_responses(400),
+            422: ResponseSpec(
+                data_container=SchemaInvalid,
+                description="Schema validation failed (FET-1060)",
+                generate_examples=False,
+            ),
+        },
     )
     async def validate_schema(
         self, services: NamedDependency[ApiServices], data: JSONBody[ValidateSchemaRequest]
@@ -182,14 +202,18 @@ class ConnectionController(Controller):
             status_code=422,
         )
 
-    @get("/{connection_id:str}", summary="Read a connection")
+    @get("/{connection_id:str}", summary="Read a connection", responses=error_responses(400, 404))
     async def read(
         self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
     ) -> ConnectionView:
         found = await services.connections.get(parse_id(connection_id, "connection"))
         return connection_view(found)
 
-    @patch("/{connection_id:str}", summary="Change a connection (partial update)")
+    @patch(
+        "/{connection_id:str}",
+        summary="Change a connection (partial update)",
+        responses=error_responses(400, 404, 409),
+    )
     async def update(
         self,
         services: NamedDependency[ApiServices],
@@ -214,13 +238,23 @@ class ConnectionController(Controller):
         )
         return connection_view(changed)
 
-    @delete("/{connection_id:str}", status_code=204, summary="Delete a connection (soft)")
+    @delete(
+        "/{connection_id:str}",
+        status_code=204,
+        summary="Delete a connection (soft)",
+        responses=error_responses(400, 404, 409),
+    )
     async def remove(
         self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
     ) -> None:
         await services.connections.remove(parse_id(connection_id, "connection"))
 
-    @post("/{connection_id:str}/test", status_code=200, summary="Dial a connection")
+    @post(
+        "/{connection_id:str}/test",
+        status_code=200,
+        summary="Dial a connection",
+        responses=error_responses(400, 404, 429),
+    )
     async def check(
         self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
     ) -> ConnectionTestView:
@@ -229,14 +263,23 @@ class ConnectionController(Controller):
             status="success", message="Connection successful", latencyMs=result.latency_ms
         )
 
-    @get("/{connection_id:str}/schema", summary="Discover a connection's tables now")
+    @get(
+        "/{connection_id:str}/schema",
+        summary="Discover a connection's tables now",
+        responses=error_responses(400, 404),
+    )
     async def schema(
         self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
     ) -> ConnectionSchemaView:
         found = await services.connections.schema(parse_id(connection_id, "connection"))
         return _schema_view(found)
 
-    @post("/{connection_id:str}/assign", status_code=200, summary="Give a connection a product")
+    @post(
+        "/{connection_id:str}/assign",
+        status_code=200,
+        summary="Give a connection a product",
+        responses=error_responses(400, 404, 409),
+    )
     async def assign(
         self,
         services: NamedDependency[ApiServices],

@@ -6,6 +6,7 @@ import logging
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from domain.errors import ErrorKind, FetcherError
@@ -78,3 +79,23 @@ EXCEPTION_HANDLERS = {
     HTTPException: http_error,
     Exception: unexpected_error,
 }
+
+
+_DESCRIPTIONS = {
+    400: "Bad input: FET-0001 (body), FET-04xx (fields, headers, ids, query), FET-10xx (rules)",
+    404: "Not found (FET-1001)",
+    409: "Conflict with the current state (FET-1002, FET-1015, FET-1021, FET-0004)",
+    429: "Rate limited (FET-1043)",
+    500: "Unexpected error (FET-0002) or an operational failure (FET-1041, FET-1042)",
+    503: "A dependency is unavailable (FET-0003)",
+}
+
+
+def error_responses(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI entries for the error statuses a route can answer, all in the one error shape."""
+    return {
+        status: ResponseSpec(
+            data_container=ErrorBody, description=_DESCRIPTIONS[status], generate_examples=False
+        )
+        for status in (*statuses, 500, 503)
+    }

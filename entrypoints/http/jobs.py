@@ -7,6 +7,7 @@ from uuid import UUID
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
 from application.queries.get_job import HistoryEntry
@@ -15,6 +16,7 @@ from domain.errors import InvalidRequest, MissingFields
 from domain.job import Job
 from domain.request import thaw
 from entrypoints.container import ApiServices
+from entrypoints.http.errors import error_responses
 from entrypoints.http.schemas import (
     FetcherRequest,
     JobAccepted,
@@ -77,6 +79,12 @@ class JobController(Controller):
         status_code=202,
         summary="Create an extraction job",
         description="202 for a new job, 200 with the existing job for a duplicate request.",
+        responses={
+            200: ResponseSpec(
+                data_container=JobAccepted, description="Duplicate: the existing job"
+            ),
+            **error_responses(400, 409),
+        },
     )
     async def create_job(
         self, services: NamedDependency[ApiServices], data: JSONBody[FetcherRequest]
@@ -111,13 +119,21 @@ class JobController(Controller):
             status_code=200,
         )
 
-    @get("/{job_id:str}", summary="Read a job, rebuilt from its own events")
+    @get(
+        "/{job_id:str}",
+        summary="Read a job, rebuilt from its own events",
+        responses=error_responses(400, 404),
+    )
     async def read_job(
         self, services: NamedDependency[ApiServices], job_id: FromPath[str]
     ) -> JobView:
         return job_view(await services.get_job(parse_id(job_id, "job")))
 
-    @get("/{job_id:str}/events", summary="A job's event history, in order, for auditors")
+    @get(
+        "/{job_id:str}/events",
+        summary="A job's event history, in order, for auditors",
+        responses=error_responses(400, 404),
+    )
     async def read_history(
         self, services: NamedDependency[ApiServices], job_id: FromPath[str]
     ) -> JobHistory:

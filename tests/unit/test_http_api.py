@@ -220,3 +220,15 @@ async def test_readyz_does_not_show_credentials_of_a_failing_check(app):  # noqa
     assert ready.status_code == 503
     assert ready.json()["checks"]["broker"]["status"] == "down"
     assert "hunter2" not in ready.text and "10.0.0.7" not in ready.text
+
+
+async def test_openapi_documents_the_one_error_shape(client):
+    schema = (await client.get("/openapi/openapi.json")).json()
+    create = schema["paths"]["/v1/fetcher"]["post"]["responses"]
+    assert {"200", "202", "400", "409", "500", "503"} <= set(create)
+    ref = create["400"]["content"]["application/json"]["schema"]["$ref"]
+    error = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert set(error["properties"]) == {"code", "title", "message", "fields"}
+    assert set(error["required"]) == {"code", "title", "message"}
+    validate = schema["paths"]["/v1/management/connections/validate-schema"]["post"]
+    assert "422" in validate["responses"]
