@@ -51,7 +51,6 @@ class ConnectionDown(InvalidRequest):
 class RequestJobResult:
     job: Job
     created: bool
-    notification_id: int | None = None
 
 
 @dataclass(slots=True)
@@ -91,13 +90,11 @@ class RequestJob:
             now = self.clock.now()
             requested = request_job(self.ids.new_id(), request, now)
             try:
-                notification_id = await self.store.append(
-                    [requested, dedup.take(slot, requested.originator_id, now)]
-                )
+                await self.store.append([requested, dedup.take(slot, requested.originator_id, now)])
             except ConcurrencyConflict:
                 continue
             job = apply(requested, None)
-            return RequestJobResult(job, created=True, notification_id=notification_id)
+            return RequestJobResult(job, created=True)
         raise ConcurrencyConflict("the request could not be recorded; please retry")
 
     async def _job(self, job_id: Any) -> Job | None:
