@@ -13,8 +13,9 @@ from uuid import UUID, uuid5
 from application.errors import CredentialKeyMissing
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher
+from domain import error_catalogue as catalogue
 from domain.connection import Connection, Endpoint, SealedSecret, SslSettings
-from domain.errors import ErrorKind, FetcherError
+from domain.errors import FetcherError
 
 log = logging.getLogger(__name__)
 
@@ -29,24 +30,13 @@ def internal_id(config_name: str, tenant: str = "") -> UUID:
 class ConnectionInUse(FetcherError):
     """A pending or processing job reads the connection, so it cannot change now."""
 
-    code = "FET-1021"
-    title = "Job In Progress"
-    kind = ErrorKind.CONFLICT
-    default_message = (
-        "The operation cannot be completed because there are active jobs for this connection."
-    )
+    entry = catalogue.JOB_IN_PROGRESS
 
 
 class ConnectionTestFailed(FetcherError):
     """The datasource could not be reached (reference: 500 "Database Connection Error")."""
 
-    code = "FET-1041"
-    title = "Database Connection Error"
-    kind = ErrorKind.INTERNAL
-    default_message = (
-        "The adapter failed to connect to the target data source. "
-        "Check credentials and network access."
-    )
+    entry = catalogue.CONNECTION_TEST_FAILED
 
     @classmethod
     def caused_by(cls, error: BaseException) -> ConnectionTestFailed:
@@ -55,10 +45,7 @@ class ConnectionTestFailed(FetcherError):
 
 
 class SchemaRetrievalFailed(FetcherError):
-    code = "FET-1042"
-    title = "Schema Retrieval Error"
-    kind = ErrorKind.INTERNAL
-    default_message = "Failed to retrieve database schema information."
+    entry = catalogue.SCHEMA_RETRIEVAL_FAILED
 
 
 def _chain(error: BaseException) -> list[BaseException]:

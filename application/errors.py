@@ -3,13 +3,12 @@ their messages are safe to show (no credentials, no connection strings)."""
 
 from __future__ import annotations
 
-from domain.errors import ErrorKind, FetcherError
+from domain import error_catalogue as catalogue
+from domain.errors import FetcherError
 
 
 class PortError(FetcherError):
-    kind = ErrorKind.UNAVAILABLE
-    code = "FET-0003"
-    title = "Service Unavailable"
+    entry = catalogue.SERVICE_UNAVAILABLE
 
 
 class DatasourceError(PortError):
@@ -30,22 +29,14 @@ class DatasourceQueryFailed(DatasourceError):
 
 
 class InvalidSslMode(FetcherError):
-    code = "FET-0413"
-    title = "Invalid SSL Mode"
-    kind = ErrorKind.INVALID
+    entry = catalogue.INVALID_SSL_MODE
 
     def __init__(self, mode: str) -> None:
-        super().__init__(
-            f"Invalid SSL mode. The provided SSL mode '{mode}' is not supported. "
-            "Please use a valid SSL mode for this database type."
-        )
+        super().__init__(self.entry.render(mode=mode))
 
 
 class ForbiddenHost(FetcherError):
-    code = "FET-0414"
-    title = "Forbidden Host"
-    kind = ErrorKind.INVALID
-    default_message = "Host is not a valid external database endpoint"
+    entry = catalogue.FORBIDDEN_HOST
 
 
 class StorageError(PortError):
@@ -57,8 +48,7 @@ class PublishFailed(PortError):
 
 
 class InvalidSignature(PortError):
-    code = "FET-0050"
-    title = "Invalid Message"
+    entry = catalogue.INVALID_MESSAGE
 
 
 class CredentialKeyMissing(PortError):

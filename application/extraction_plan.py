@@ -15,6 +15,7 @@ from typing import Any
 
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
 from application.ports.datasource_reader import DatasourceReader
+from domain import error_catalogue as catalogue
 from domain.connection import Connection, Endpoint
 from domain.errors import ExtractionFailed, InvalidRequest
 from domain.names import discovery_scope, normalise_field, normalise_table
@@ -38,7 +39,7 @@ def validation_error(detail: str) -> ExtractionError:
     return ExtractionError("validation", "extraction request failed schema validation", detail)
 
 
-INVALID_REQUEST = "FET-0401"
+INVALID_REQUEST = catalogue.INVALID_DATA_REQUEST.code
 
 
 def _invalid_filter(detail: str) -> ExtractionError:

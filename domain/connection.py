@@ -10,6 +10,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
+from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest
 
 
@@ -41,8 +42,7 @@ _CONFIG_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 
 class InvalidHeader(InvalidRequest):
-    code = "FET-0403"
-    title = "Invalid header"
+    entry = catalogue.INVALID_HEADER
 
 
 def normalise_product(raw: str | None, *, required: bool) -> str | None:

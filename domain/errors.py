@@ -1,47 +1,50 @@
-"""Domain errors. Each carries a stable ``FET-`` code, a title and a safe message.
-
-``kind`` says what sort of rule was broken; the HTTP layer maps kinds (and a few codes) to
-statuses in one table. Messages never contain secrets.
+"""Domain errors. Each takes its stable ``FET-`` code, title, kind and default message from one
+entry of ``domain.error_catalogue``; the HTTP layer maps kinds to statuses in one table.
+Messages never contain secrets.
 """
 
 from __future__ import annotations
 
-from enum import Enum
+from typing import Any
 
-
-class ErrorKind(Enum):
-    INVALID = "invalid"
-    NOT_FOUND = "not_found"
-    CONFLICT = "conflict"
-    UNPROCESSABLE = "unprocessable"
-    RATE_LIMITED = "rate_limited"
-    UNAVAILABLE = "unavailable"
-    INTERNAL = "internal"
+from domain import error_catalogue as catalogue
+from domain.error_catalogue import CatalogueEntry, ErrorKind
 
 
 class FetcherError(Exception):
-    """Base of every error with a stable code."""
+    """Base of every error with a stable code.
 
-    code = "FET-0002"
-    title = "Internal Server Error"
-    kind = ErrorKind.INTERNAL
-    default_message = (
-        "The server encountered an unexpected error. Please try again later or contact support."
-    )
+    A subclass names its catalogue ``entry``; ``code``, ``title``, ``kind`` and
+    ``default_message`` follow from it. One instance may carry another entry of the same kind
+    (a title variant of the reference, such as FET-0402 ``Missing Required Field``).
+    """
+
+    entry: CatalogueEntry = catalogue.INTERNAL_ERROR
+    code: str = entry.code
+    title: str = entry.title
+    kind: ErrorKind = entry.kind
+    default_message: str = entry.message
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "entry" in vars(cls):
+            cls.code, cls.title, cls.kind = cls.entry.code, cls.entry.title, cls.entry.kind
+            if "default_message" not in vars(cls):
+                cls.default_message = cls.entry.message
 
     def __init__(
         self,
         message: str | None = None,
         *,
-        code: str | None = None,
-        title: str | None = None,
+        entry: CatalogueEntry | None = None,
         fields: dict[str, str] | None = None,
     ) -> None:
-        self.message = message if message is not None else self.default_message
-        if code is not None:
-            self.code = code
-        if title is not None:
-            self.title = title
+        default = self.default_message
+        if entry is not None:
+            self.entry = entry
+            self.code, self.title, self.kind = entry.code, entry.title, entry.kind
+            default = entry.message
+        self.message = message if message is not None else default
         self.fields = fields
         super().__init__(self.message)
 
@@ -52,70 +55,59 @@ class FetcherError(Exception):
 class InvalidRequest(FetcherError):
     """The request breaks a validation rule (HTTP 400)."""
 
-    code = "FET-0401"
-    title = "Invalid Data Request"
-    kind = ErrorKind.INVALID
-    default_message = (
-        "The request contains invalid data. Please check the request payload and try again."
-    )
+    entry = catalogue.INVALID_DATA_REQUEST
 
 
 class MissingFields(InvalidRequest):
-    code = "FET-0402"
-    title = "Missing Fields in Request"
-    default_message = (
-        "Your request is missing one or more required fields. Please refer to the documentation "
-        "to ensure all necessary fields are included in your request."
-    )
+    entry = catalogue.MISSING_FIELDS
+
+
+class InvalidFields(InvalidRequest):
+    """Fields in the wrong format, each with its reason (FET-0001 with ``fields``)."""
+
+    entry = catalogue.INVALID_FIELDS
+
+    def __init__(self, fields: dict[str, str], message: str | None = None) -> None:
+        super().__init__(message, fields=fields)
 
 
 class EntityNotFound(FetcherError):
-    code = "FET-1001"
-    title = "Entity Not Found"
-    kind = ErrorKind.NOT_FOUND
+    entry = catalogue.ENTITY_NOT_FOUND
 
     def __init__(self, entity: str) -> None:
-        super().__init__(
-            f"It was not possible to find the {entity} entity during the requested flow. "
-            "Please review the data provided in the request."
-        )
+        super().__init__(self.entry.render(entity=entity))
 
 
 class Conflict(FetcherError):
-    code = "FET-0004"
-    title = "Conflict"
-    kind = ErrorKind.CONFLICT
+    entry = catalogue.CONFLICT
+
+
+class EntityConflict(Conflict):
+    """Another live entity already has the same unique attributes (a connection's name)."""
+
+    entry = catalogue.ENTITY_CONFLICT
+
+    def __init__(self, entity: str) -> None:
+        super().__init__(self.entry.render(entity=entity))
 
 
 class InvalidTransition(FetcherError):
     """A command does not fit the job's current state (its invariants say no)."""
 
-    code = "FET-0409"
-    title = "Invalid Job Transition"
-    kind = ErrorKind.CONFLICT
+    entry = catalogue.INVALID_JOB_TRANSITION
 
 
 class ConcurrencyConflict(FetcherError):
     """Someone else appended to the same aggregate at the same version first."""
 
-    code = "FET-0004"
-    title = "Conflict"
-    kind = ErrorKind.CONFLICT
+    entry = catalogue.CONFLICT
 
 
 class Unavailable(FetcherError):
-    code = "FET-0003"
-    title = "Service Unavailable"
-    kind = ErrorKind.UNAVAILABLE
-    default_message = (
-        "The server is currently unable to handle the request due to temporary overloading or "
-        "maintenance of the server. Please try again later."
-    )
+    entry = catalogue.SERVICE_UNAVAILABLE
 
 
 class ExtractionFailed(FetcherError):
     """A job could not be extracted. ``message`` is already safe to publish."""
 
-    code = "FET-0060"
-    title = "Extraction Failed"
-    kind = ErrorKind.INTERNAL
+    entry = catalogue.EXTRACTION_FAILED

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from domain import error_catalogue as catalogue
 from domain import gojson
 from domain.errors import InvalidRequest, MissingFields
 from domain.json_limits import json_problem, number_problem
@@ -102,17 +103,18 @@ def _check_mapped_fields(mapped: MappedFields) -> None:
 def _check_metadata(metadata: Mapping[str, Any] | None) -> None:
     if metadata is None:
         raise MissingFields(
-            "metadata is required and must contain 'source' field", title="Missing Required Field"
+            "metadata is required and must contain 'source' field",
+            entry=catalogue.MISSING_REQUIRED_FIELD,
         )
     if metadata.get("source") is None:
         raise MissingFields(
             "metadata.source is required for job notification routing",
-            title="Missing Required Field",
+            entry=catalogue.MISSING_REQUIRED_FIELD,
         )
     source = metadata["source"]
     if not isinstance(source, str) or _is_blank(source):
         raise MissingFields(
-            "metadata.source must be a non-empty string", title="Invalid Field Value"
+            "metadata.source must be a non-empty string", entry=catalogue.INVALID_FIELD_VALUE
         )
     problem = json_problem(metadata)
     if problem is not None:
@@ -127,7 +129,7 @@ def _check_filter_references(mapped: MappedFields, filters: Filters) -> None:
                 f"filter references unknown datasource '{name}' not found in mappedFields"
                 for name in unknown
             ),
-            title="Invalid Filter References",
+            entry=catalogue.INVALID_FILTER_REFERENCES,
         )
 
 

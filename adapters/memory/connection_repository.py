@@ -14,12 +14,7 @@ from application.ports.connection_repository import (
     ConnectionRepository,
 )
 from domain.connection import Connection
-from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound, Unavailable
-
-DUPLICATE_CONFIG_NAME = (
-    "An entity of type connection with the same unique attributes already exists. Please use "
-    "different values to avoid conflicts and review the data provided in the request."
-)
+from domain.errors import ConcurrencyConflict, EntityConflict, EntityNotFound, Unavailable
 
 
 def _utc(value: datetime) -> datetime:
@@ -65,7 +60,7 @@ class InMemoryConnectionRepository(ConnectionRepository):
         if connection.created_at is None:
             raise ValueError("a stored connection needs created_at")
         if connection.id in self._rows or self._name_taken(connection.config_name):
-            raise Conflict(DUPLICATE_CONFIG_NAME, code="FET-1002", title="Conflict")
+            raise EntityConflict("connection")
         self._rows[connection.id] = _Row(_normalised(connection, connection.created_at))
 
     async def get(self, connection_id: UUID) -> Connection | None:
@@ -107,7 +102,7 @@ class InMemoryConnectionRepository(ConnectionRepository):
         if row.connection.version != connection.version - 1:
             raise ConcurrencyConflict(f"connection {connection.id} was changed by someone else")
         if self._name_taken(connection.config_name, except_id=connection.id):
-            raise Conflict(DUPLICATE_CONFIG_NAME, code="FET-1002", title="Conflict")
+            raise EntityConflict("connection")
         created_at = row.connection.created_at or connection.updated_at
         row.connection = _normalised(connection, created_at)
         return _copy(row.connection)

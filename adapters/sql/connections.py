@@ -31,9 +31,9 @@ from application.ports.connection_repository import (
     ConnectionRepository,
 )
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
-from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound, Unavailable
+from domain.errors import ConcurrencyConflict, EntityConflict, EntityNotFound, Unavailable
 
-__all__ = ["SqlaConnectionRepository", "create_engine_for", "duplicate_connection"]
+__all__ = ["SqlaConnectionRepository", "create_engine_for"]
 
 _c = connections.c
 
@@ -41,15 +41,6 @@ _c = connections.c
 # invalid authorization, invalid catalog (database missing), insufficient resources,
 # operator intervention (shutdown, starting up), system error.
 _UNAVAILABLE_SQLSTATES = frozenset({"08", "28", "3D", "53", "57", "58"})
-
-DUPLICATE_CONFIG_NAME = (
-    "An entity of type connection with the same unique attributes already exists. Please use "
-    "different values to avoid conflicts and review the data provided in the request."
-)
-
-
-def duplicate_connection() -> Conflict:
-    return Conflict(DUPLICATE_CONFIG_NAME, code="FET-1002", title="Conflict")
 
 
 class SqlaConnectionRepository(ConnectionRepository):
@@ -85,7 +76,7 @@ class SqlaConnectionRepository(ConnectionRepository):
                 async with self._engine.begin() as conn:
                     await conn.execute(insert(connections).values(_to_row(connection)))
             except sa_exc.IntegrityError as e:
-                raise duplicate_connection() from e
+                raise EntityConflict("connection") from e
 
     async def get(self, connection_id: UUID) -> Connection | None:
         async with self._guard(), self._engine.connect() as conn:
@@ -134,7 +125,7 @@ class SqlaConnectionRepository(ConnectionRepository):
     async def update(self, connection: Connection) -> Connection:
         """Writes ``connection`` (all fields but ``created_at``) when the stored version is
         ``connection.version - 1``. Raises ``EntityNotFound`` when there is no live connection
-        with its id, ``ConcurrencyConflict`` when another change came first and ``Conflict``
+        with its id, ``ConcurrencyConflict`` when another change came first and ``EntityConflict``
         (FET-1002) when its config name is taken."""
         if connection.updated_at is None:
             raise ValueError("an updated connection needs updated_at")
@@ -160,7 +151,7 @@ class SqlaConnectionRepository(ConnectionRepository):
                         or (await conn.execute(_live().where(_c.id == connection.id))).first()
                     )
             except sa_exc.IntegrityError as e:
-                raise duplicate_connection() from e
+                raise EntityConflict("connection") from e
         if row is not None:
             return _from_row(row._mapping)
         if not exists:

@@ -10,6 +10,7 @@ from application.connections import needs_reseal, reseal
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher
+from domain import error_catalogue as catalogue
 from domain.connection import Connection
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound
 
@@ -17,13 +18,10 @@ log = logging.getLogger(__name__)
 
 
 class AlreadyAssigned(Conflict):
-    code = "FET-1015"
-    title = "Connection Already Assigned"
+    entry = catalogue.CONNECTION_ALREADY_ASSIGNED
 
     def __init__(self) -> None:
-        super().__init__(
-            "The connection is already assigned to a product and cannot be reassigned."
-        )
+        super().__init__(self.entry.render(entity="connection"))
 
 
 @dataclass(slots=True)

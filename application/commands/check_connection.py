@@ -13,7 +13,8 @@ from application.connections import ConnectionDirectory, ConnectionTestFailed, E
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.rate_limiter import RateLimiter
-from domain.errors import EntityNotFound, ErrorKind, FetcherError
+from domain import error_catalogue as catalogue
+from domain.errors import EntityNotFound, FetcherError
 
 log = logging.getLogger(__name__)
 
@@ -21,13 +22,11 @@ TEST_TIMEOUT = 10.0
 
 
 class RateLimitExceeded(FetcherError):
-    code = "FET-1043"
-    title = "Rate Limit Exceeded"
-    kind = ErrorKind.RATE_LIMITED
+    entry = catalogue.CONNECTION_TEST_RATE_LIMITED
 
     def __init__(self, wait_seconds: float) -> None:
         seconds = max(1, math.ceil(wait_seconds))
-        super().__init__(f"Connection test limit reached. Try again in {seconds} seconds.")
+        super().__init__(self.entry.render(seconds=seconds))
         self.retry_after = seconds
 
 

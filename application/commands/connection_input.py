@@ -11,16 +11,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from application.ports.host_guard import HostGuard
+from domain import error_catalogue as catalogue
 from domain.connection import SSL_MODES, DatabaseType, is_valid_config_name
-from domain.errors import InvalidRequest, MissingFields
+from domain.errors import InvalidFields, InvalidRequest, MissingFields
 from domain.json_limits import has_nul
 
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _TYPES = "[ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
-_BAD_REQUEST = (
-    "The server could not understand the request due to malformed syntax. "
-    "Please check the listed fields and try again."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +96,7 @@ def is_valid_host(host: str) -> bool:
 
 
 def bad_request(invalid: dict[str, str]) -> InvalidRequest:
-    return InvalidRequest(_BAD_REQUEST, code="FET-0001", title="Bad Request", fields=invalid)
+    return InvalidFields(invalid)
 
 
 def check_no_nul(fields: Mapping[str, Any]) -> None:
@@ -185,19 +182,11 @@ def validate_draft(draft: Draft, supported: Collection[DatabaseType]) -> Databas
     )
     db_type = DatabaseType[draft.type.upper()]
     if draft.ssl_mode and draft.ssl_mode not in SSL_MODES[db_type]:
-        raise bad_request(
-            {
-                "ssl.mode": (
-                    f"FET-0413 - Invalid SSL mode. The provided SSL mode '{draft.ssl_mode}' is "
-                    "not supported. Please use a valid SSL mode for this database type."
-                )
-            }
-        )
+        invalid_mode = catalogue.INVALID_SSL_MODE
+        raise bad_request({"ssl.mode": invalid_mode.cite(invalid_mode.render(mode=draft.ssl_mode))})
     if db_type not in supported:
-        raise InvalidRequest(
+        raise InvalidFields(
+            {"type": f"type {db_type.value} is not supported yet"},
             f"connections of type {db_type.value} are not supported yet",
-            code="FET-0001",
-            title="Bad Request",
-            fields={"type": f"type {db_type.value} is not supported yet"},
         )
     return db_type

@@ -16,6 +16,7 @@ from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
 from application.ports.schema_cache import SchemaCache, SchemaKey
 from domain import dedup
+from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_source
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
 from domain.job import Job, apply, fold, request_job
@@ -27,24 +28,22 @@ log = logging.getLogger(__name__)
 CONNECTION_TEST_TIMEOUT = 5.0
 
 
-class NoConnections(InvalidRequest):
-    code = "FET-1020"
-    title = "No Connections Found"
+class JobDatasourceNotFound(InvalidRequest):
+    """A job names a datasource with no connection (FET-1020)."""
+
+    entry = catalogue.NO_JOB_CONNECTIONS
 
 
 class ConnectionNotAssigned(InvalidRequest):
-    code = "FET-1014"
-    title = "Connection Not Assigned"
+    entry = catalogue.CONNECTION_NOT_ASSIGNED
 
 
 class ProductMismatch(InvalidRequest):
-    code = "FET-1016"
-    title = "Product Mismatch"
+    entry = catalogue.PRODUCT_MISMATCH
 
 
 class ConnectionDown(InvalidRequest):
-    code = "FET-1040"
-    title = "Connection Down"
+    entry = catalogue.CONNECTION_DOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +112,11 @@ class RequestJob:
         names = request.datasource_names
         found = await self.directory.resolve(names)
         if not found:
-            raise NoConnections("No connections configured for the requested datasources")
+            raise JobDatasourceNotFound()
         for name in names:
             if name not in found:
-                raise NoConnections(
-                    f"No connection configured for datasource '{name}'", title="Missing Data Source"
-                )
+                missing = catalogue.MISSING_DATA_SOURCE
+                raise JobDatasourceNotFound(missing.render(name=name), entry=missing)
         return found
 
     @staticmethod
@@ -156,7 +154,7 @@ class RequestJob:
             try:
                 build_reads(name, connection, schema, tables, request.filters.get(name, {}))
             except ExtractionError as error:
-                detail = error.detail.removeprefix("FET-0401 - ")
+                detail = error.detail.removeprefix(catalogue.INVALID_DATA_REQUEST.cite(""))
                 raise InvalidRequest(detail or error.message) from None
 
     async def _test_connections(self, connections: Mapping[str, Connection]) -> None:

@@ -21,6 +21,7 @@ from application.ports.credential_cipher import CredentialCipher
 from application.ports.host_guard import HostGuard
 from application.ports.job_index import JobIndex
 from application.ports.schema_cache import SchemaCache
+from domain import error_catalogue as catalogue
 from domain.connection import Connection, DatabaseType
 from domain.errors import EntityNotFound, InvalidRequest
 
@@ -52,7 +53,7 @@ class UpdateConnection:
 
     async def __call__(self, connection_id: UUID, patch: ConnectionPatch) -> Connection:
         if patch.is_empty:
-            raise InvalidRequest("empty request body", code="FET-0001", title="Invalid payload")
+            raise InvalidRequest(entry=catalogue.EMPTY_BODY)
         check_no_nul(
             {
                 "configName": patch.config_name,

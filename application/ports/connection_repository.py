@@ -38,12 +38,12 @@ class ConnectionQuery:
 class ConnectionRepository(Protocol):
     """Stored (external) connections. Soft-deleted ones are invisible to every read.
 
-    - ``add`` raises ``domain.errors.Conflict`` with code FET-1002 when a non-deleted connection
+    - ``add`` raises ``domain.errors.EntityConflict`` (FET-1002) when a non-deleted connection
       already has the config name.
     - ``update`` writes every field but ``created_at`` when the stored version is
       ``connection.version - 1`` (optimistic lock). It raises ``EntityNotFound`` when there is
       no live connection with that id, ``ConcurrencyConflict`` when another change came first,
-      and ``Conflict`` (FET-1002) when the new config name is taken.
+      and ``EntityConflict`` (FET-1002) when the new config name is taken.
     - ``assign_product`` gives an unowned live connection to a product in one conditional
       write (exactly one of several concurrent callers wins) and bumps its version; it returns
       None when the connection is missing, deleted or already owned.

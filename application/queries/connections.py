@@ -11,6 +11,7 @@ from uuid import UUID
 from application.connections import ConnectionDirectory
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionQuery
+from domain import error_catalogue as catalogue
 from domain.connection import Connection
 from domain.errors import EntityNotFound, InvalidRequest
 
@@ -53,12 +54,7 @@ def date_window(
     elif end is None:
         end = start
     if start > end:
-        raise InvalidRequest(
-            "The 'finalDate' cannot be earlier than the 'initialDate'. "
-            "Please verify the dates and try again.",
-            code="FET-0409",
-            title="Invalid Final Date Error",
-        )
+        raise InvalidRequest(entry=catalogue.INVALID_FINAL_DATE)
     if end == date.max:
         # the whole last day of the calendar: its end is the latest representable instant
         stop_at = datetime.max.replace(tzinfo=UTC)

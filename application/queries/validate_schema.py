@@ -13,6 +13,7 @@ from application.connections import ConnectionDirectory, EndpointFactory
 from application.errors import ForbiddenHost
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.schema_cache import SchemaCache, SchemaKey
+from domain import error_catalogue as catalogue
 from domain.connection import Connection
 from domain.errors import FetcherError, InvalidRequest, MissingFields
 from domain.names import discovery_scope, normalise_field, normalise_table
@@ -29,14 +30,13 @@ MappedFields = Mapping[str, Mapping[str, Sequence[str]]]
 
 
 class ValidationLimitExceeded(InvalidRequest):
-    code = "FET-1061"
-    title = "Validation Limit Exceeded"
+    entry = catalogue.VALIDATION_LIMIT_EXCEEDED
 
 
-class NoConnectionsFound(InvalidRequest):
-    code = "FET-1062"
-    title = "No Connections Found"
-    default_message = "No connections configured for the requested datasources"
+class SchemaDatasourcesNotFound(InvalidRequest):
+    """None of the datasources to validate has a connection (FET-1062)."""
+
+    entry = catalogue.NO_SCHEMA_CONNECTIONS
 
 
 class IssueType(Enum):
@@ -136,7 +136,7 @@ class ValidateSchema:
         names = sorted(mapped)
         connections = await self.directory.resolve(names)
         if not connections:
-            raise NoConnectionsFound()
+            raise SchemaDatasourcesNotFound()
         found = [name for name in names if name in connections]
         schemas = await asyncio.gather(
             *(self._schema(connections[name], mapped[name]) for name in found)

@@ -12,10 +12,11 @@ from application.ports.connection_repository import ConnectionPage
 from application.queries.connection_schema import ConnectionSchema
 from application.queries.validate_schema import SchemaIssue
 from application.timefmt import rfc3339nano
+from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_product
 from domain.errors import InvalidRequest
 from entrypoints.container import ApiServices
-from entrypoints.http.errors import error_responses
+from entrypoints.http.errors import error_responses, status_of
 from entrypoints.http.jobs import parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.schemas import (
@@ -36,6 +37,7 @@ from entrypoints.http.schemas import (
 from entrypoints.http.schemas import SslInput as SslBody
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
+_SCHEMA_INVALID = catalogue.SCHEMA_VALIDATION_FAILED
 
 
 def connection_view(connection: Connection) -> ConnectionView:
@@ -113,7 +115,7 @@ class ConnectionController(Controller):
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
         if all(getattr(data, f) in (None, "", {}) for f in data.__struct_fields__):
-            raise InvalidRequest("empty request body", code="FET-0001", title="Invalid payload")
+            raise InvalidRequest(entry=catalogue.EMPTY_BODY)
         ssl = _ssl(data.ssl)
         connection = await services.connections.register(
             product,
@@ -169,12 +171,14 @@ class ConnectionController(Controller):
         "/validate-schema",
         status_code=200,
         summary="Check that datasources, tables and fields exist",
-        description="200 when everything exists, 422 (FET-1060) with the list of issues.",
+        description=(
+            f"200 when everything exists, 422 ({_SCHEMA_INVALID.code}) with the list of issues."
+        ),
         responses={
             **error_responses(400),
-            422: ResponseSpec(
+            status_of(_SCHEMA_INVALID): ResponseSpec(
                 data_container=SchemaInvalid,
-                description="Schema validation failed (FET-1060)",
+                description=f"{_SCHEMA_INVALID.title} ({_SCHEMA_INVALID.code})",
                 generate_examples=False,
             ),
         },
@@ -194,12 +198,12 @@ class ConnectionController(Controller):
             )
         return Response(
             SchemaInvalid(
-                title="Schema validation failed",
-                code="FET-1060",
-                message="Schema validation found inconsistencies.",
+                title=_SCHEMA_INVALID.title,
+                code=_SCHEMA_INVALID.code,
+                message=_SCHEMA_INVALID.message,
                 errors=[_issue_view(issue) for issue in issues],
             ),
-            status_code=422,
+            status_code=status_of(_SCHEMA_INVALID),
         )
 
     @get("/{connection_id:str}", summary="Read a connection", responses=error_responses(400, 404))

@@ -1,4 +1,4 @@
-"""One table from errors to HTTP responses; one body shape for every error."""
+"""One table from error kinds to HTTP statuses; one body shape for every error."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from domain.errors import ErrorKind, FetcherError
+from domain import error_catalogue as catalogue
+from domain.error_catalogue import CatalogueEntry, ErrorKind
+from domain.errors import FetcherError
 from entrypoints.http.schemas import ErrorBody
 
 log = logging.getLogger(__name__)
@@ -25,10 +27,17 @@ STATUS_OF_KIND = {
 }
 
 _FRAMEWORK = {
-    404: ("FET-0005", "Not Found"),
-    405: ("FET-0001", "Method Not Allowed"),
-    413: ("FET-0001", "Request Entity Too Large"),
+    404: catalogue.NOT_FOUND,
+    405: catalogue.METHOD_NOT_ALLOWED,
+    413: catalogue.BODY_TOO_LARGE,
 }
+"""Refusals of the framework itself (no route, another method, a body too large): their status
+is the framework's; anything else it refuses below 500 is a bad request."""
+
+
+def status_of(entry: CatalogueEntry) -> int:
+    """The HTTP status of a catalogue entry: the one of its kind."""
+    return STATUS_OF_KIND[entry.kind]
 
 
 def error_response(
@@ -47,30 +56,34 @@ def fetcher_error(_: Request, error: FetcherError) -> Response[ErrorBody]:
     return error_response(status, error.code, error.title, error.message, error.fields)
 
 
+def _entry_response(status: int, entry: CatalogueEntry, message: str) -> Response[ErrorBody]:
+    return error_response(status, entry.code, entry.title, message)
+
+
 def validation_error(_: Request, error: ValidationException) -> Response[ErrorBody]:
-    return error_response(400, "FET-0001", "Invalid payload", "unable to parse request body")
+    body = catalogue.UNPARSABLE_BODY
+    return _entry_response(status_of(body), body, body.message)
 
 
 def http_error(request: Request, error: HTTPException) -> Response[ErrorBody]:
-    code, title = _FRAMEWORK.get(error.status_code, ("FET-0001", "Bad Request"))
+    entry = _FRAMEWORK.get(error.status_code, catalogue.BAD_REQUEST)
     if error.status_code == 400:
-        code, title, message = "FET-0001", "Invalid payload", "unable to parse request body"
+        entry = catalogue.UNPARSABLE_BODY
+        message = entry.message
     elif error.status_code in (404, 405):
         message = f"Cannot {request.method} {request.url.path}"
     else:
-        message = error.detail or title
+        message = error.detail or entry.title
     if error.status_code >= 500:
-        code, title = "FET-0002", "Internal Server Error"
-        message = FetcherError.default_message
-    return error_response(error.status_code, code, title, message)
+        entry = catalogue.INTERNAL_ERROR
+        message = entry.message
+    return _entry_response(error.status_code, entry, message)
 
 
 def unexpected_error(_: Request, error: Exception) -> Response[ErrorBody]:
     log.error("unexpected error: %s", type(error).__name__, exc_info=error)
-    internal = FetcherError()
-    return error_response(
-        HTTP_500_INTERNAL_SERVER_ERROR, internal.code, internal.title, internal.message
-    )
+    internal = catalogue.INTERNAL_ERROR
+    return _entry_response(HTTP_500_INTERNAL_SERVER_ERROR, internal, internal.message)
 
 
 EXCEPTION_HANDLERS = {
@@ -81,13 +94,26 @@ EXCEPTION_HANDLERS = {
 }
 
 
+def _codes(*entries: CatalogueEntry) -> str:
+    return ", ".join(entry.code for entry in entries)
+
+
 _DESCRIPTIONS = {
-    400: "Bad input: FET-0001 (body), FET-04xx (fields, headers, ids, query), FET-10xx (rules)",
-    404: "Not found (FET-1001)",
-    409: "Conflict with the current state (FET-1002, FET-1015, FET-1021, FET-0004)",
-    429: "Rate limited (FET-1043)",
-    500: "Unexpected error (FET-0002) or an operational failure (FET-1041, FET-1042)",
-    503: "A dependency is unavailable (FET-0003)",
+    400: f"Bad input: {_codes(catalogue.BAD_REQUEST)} (body), FET-04xx (fields, headers, ids, "
+    "query), FET-10xx (rules)",
+    404: f"Not found ({_codes(catalogue.ENTITY_NOT_FOUND)})",
+    409: "Conflict with the current state ("
+    + _codes(
+        catalogue.ENTITY_CONFLICT,
+        catalogue.CONNECTION_ALREADY_ASSIGNED,
+        catalogue.JOB_IN_PROGRESS,
+        catalogue.CONFLICT,
+    )
+    + ")",
+    429: f"Rate limited ({_codes(catalogue.CONNECTION_TEST_RATE_LIMITED)})",
+    500: f"Unexpected error ({_codes(catalogue.INTERNAL_ERROR)}) or an operational failure "
+    f"({_codes(catalogue.CONNECTION_TEST_FAILED, catalogue.SCHEMA_RETRIEVAL_FAILED)})",
+    503: f"A dependency is unavailable ({_codes(catalogue.SERVICE_UNAVAILABLE)})",
 }
 
 

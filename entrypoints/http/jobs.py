@@ -12,6 +12,7 @@ from litestar.params import FromPath, JSONBody
 
 from application.queries.get_job import HistoryEntry
 from application.timefmt import rfc3339nano
+from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest, MissingFields
 from domain.job import Job
 from domain.request import thaw
@@ -30,9 +31,7 @@ def parse_id(raw: str, what: str) -> UUID:
     try:
         return UUID(raw)
     except ValueError:
-        raise InvalidRequest(
-            f"invalid {what} id", code="FET-0404", title="Invalid Path Parameter"
-        ) from None
+        raise InvalidRequest(f"invalid {what} id", entry=catalogue.INVALID_PATH_PARAMETER) from None
 
 
 def job_view(job: Job) -> JobView:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from datetime import date
 
 from application.queries.connections import ListFilter
+from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest
 
 MAX_KEY_LENGTH = 64
@@ -18,12 +19,8 @@ MAX_PAGE = 10**9
 
 
 def invalid_parameter(name: str) -> InvalidRequest:
-    return InvalidRequest(
-        "One or more query parameters are in an incorrect format. Please check the following "
-        f"parameters '{name}' and ensure they meet the required format before trying again.",
-        code="FET-0405",
-        title="Invalid Query Parameter",
-    )
+    entry = catalogue.INVALID_QUERY_PARAMETER
+    return InvalidRequest(entry.render(name=name), entry=entry)
 
 
 def _positive(params: dict[str, str], name: str, default: int) -> int:
@@ -61,12 +58,7 @@ def _date(raw: str | None) -> date | None:
             raise ValueError(raw)
         return date.fromisoformat(raw)
     except ValueError:
-        raise InvalidRequest(
-            "The 'initialDate', 'finalDate', or both are in the incorrect format. "
-            "Please use the 'yyyy-mm-dd' format and try again.",
-            code="FET-0408",
-            title="Invalid Date Format Error",
-        ) from None
+        raise InvalidRequest(entry=catalogue.INVALID_DATE_FORMAT) from None
 
 
 def parse_list_filter(
@@ -94,23 +86,14 @@ def parse_list_filter(
         params.setdefault(key, value)
     limit = _positive(params, "limit", 10)
     if limit > max_limit:
-        raise InvalidRequest(
-            f"The pagination limit exceeds the maximum allowed of {max_limit} items per page. "
-            "Please verify the limit and try again.",
-            code="FET-0406",
-            title="Pagination Limit Exceeded",
-        )
+        entry = catalogue.PAGINATION_LIMIT_EXCEEDED
+        raise InvalidRequest(entry.render(limit=max_limit), entry=entry)
     page = _positive(params, "page", 1)
     if page > MAX_PAGE:
         raise invalid_parameter("page")
     order = params.get("sortOrder", "desc").lower()
     if order not in ("asc", "desc"):
-        raise InvalidRequest(
-            "The 'sort_order' field must be 'asc' or 'desc'. Please provide a valid sort order "
-            "and try again.",
-            code="FET-0407",
-            title="Invalid Sort Order",
-        )
+        raise InvalidRequest(entry=catalogue.INVALID_SORT_ORDER)
     if "cursor" in params:
         _check_cursor(params["cursor"])
     kind = params.get("type")

@@ -1,0 +1,306 @@
+"""Every ``FET-`` code this service uses, with its title, default message and kind.
+
+This module is the only place a code is written down: errors, adapters and the HTTP layer take
+their code, title and message from an entry here, and the HTTP layer decides the status of each
+kind in one table. Most entries are codes of the reference's catalogue (§2.2.2) and the worker
+codes that appear in failure texts (§5.9), with the reference's titles; a few are this service's
+own, in gaps the reference leaves:
+
+- FET-1022 ``Invalid Job Transition``: a command that does not fit a job's state (the reference
+  has no such error; its FET-0409 is the list's ``Invalid Final Date Error``). Next to FET-1020
+  and FET-1021, the reference's job errors.
+- FET-1023 ``Extraction Failed``: a job that could not be extracted; only its message is ever
+  shown, inside ``job.failed`` (the reference's engine errors carry no code).
+- FET-1041, FET-1042, FET-1043: the reference's integer-coded test and schema failures and its
+  rate limit, given stable codes after its FET-1040 ``Connection Down``.
+
+A message with ``{name}`` placeholders is a template: ``render`` fills it in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+
+class ErrorKind(Enum):
+    """What sort of rule was broken; the HTTP layer maps each kind to one status."""
+
+    INVALID = "invalid"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    UNPROCESSABLE = "unprocessable"
+    RATE_LIMITED = "rate_limited"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueEntry:
+    code: str
+    title: str
+    kind: ErrorKind
+    message: str
+    """The default message, or a template with ``{name}`` placeholders."""
+
+    def render(self, **values: object) -> str:
+        return self.message.format(**values)
+
+    def cite(self, message: str) -> str:
+        """``<code> - <message>``: how the reference quotes a validation error in a text."""
+        return f"{self.code} - {message}"
+
+
+_INVALID = ErrorKind.INVALID
+_MALFORMED = "The server could not understand the request due to malformed syntax. "
+_MISSING = (
+    "Your request is missing one or more required fields. Please refer to the documentation to "
+    "ensure all necessary fields are included in your request."
+)
+_INVALID_DATA = "The request contains invalid data. Please check the request payload and try again."
+
+# General errors
+
+UNPARSABLE_BODY: Final = CatalogueEntry(
+    "FET-0001", "Invalid payload", _INVALID, "unable to parse request body"
+)
+EMPTY_BODY: Final = CatalogueEntry("FET-0001", "Invalid payload", _INVALID, "empty request body")
+INVALID_FIELDS: Final = CatalogueEntry(
+    "FET-0001",
+    "Bad Request",
+    _INVALID,
+    _MALFORMED + "Please check the listed fields and try again.",
+)
+BAD_REQUEST: Final = CatalogueEntry(
+    "FET-0001", "Bad Request", _INVALID, _MALFORMED + "Please check the request and try again."
+)
+METHOD_NOT_ALLOWED: Final = CatalogueEntry(
+    "FET-0001", "Method Not Allowed", _INVALID, "Method Not Allowed"
+)
+"""A route that exists, asked with another method (the HTTP layer answers 405)."""
+BODY_TOO_LARGE: Final = CatalogueEntry(
+    "FET-0001", "Request Entity Too Large", _INVALID, "Request Entity Too Large"
+)
+"""A body over the size limit (the HTTP layer answers 413)."""
+INTERNAL_ERROR: Final = CatalogueEntry(
+    "FET-0002",
+    "Internal Server Error",
+    ErrorKind.INTERNAL,
+    "The server encountered an unexpected error. Please try again later or contact support.",
+)
+SERVICE_UNAVAILABLE: Final = CatalogueEntry(
+    "FET-0003",
+    "Service Unavailable",
+    ErrorKind.UNAVAILABLE,
+    "The server is currently unable to handle the request due to temporary overloading or "
+    "maintenance of the server. Please try again later.",
+)
+CONFLICT: Final = CatalogueEntry(
+    "FET-0004",
+    "Conflict",
+    ErrorKind.CONFLICT,
+    "The request could not be completed due to a conflict with the current state of the "
+    "resource. Please resolve the conflict and try again.",
+)
+NOT_FOUND: Final = CatalogueEntry(
+    "FET-0005",
+    "Not Found",
+    ErrorKind.NOT_FOUND,
+    "The requested resource could not be found. Please check the request and try again.",
+)
+
+# Request errors
+
+INVALID_DATA_REQUEST: Final = CatalogueEntry(
+    "FET-0401", "Invalid Data Request", _INVALID, _INVALID_DATA
+)
+INVALID_FILTER_REFERENCES: Final = CatalogueEntry(
+    "FET-0401", "Invalid Filter References", _INVALID, _INVALID_DATA
+)
+MISSING_FIELDS: Final = CatalogueEntry("FET-0402", "Missing Fields in Request", _INVALID, _MISSING)
+MISSING_REQUIRED_FIELD: Final = CatalogueEntry(
+    "FET-0402", "Missing Required Field", _INVALID, _MISSING
+)
+INVALID_FIELD_VALUE: Final = CatalogueEntry("FET-0402", "Invalid Field Value", _INVALID, _MISSING)
+INVALID_HEADER: Final = CatalogueEntry(
+    "FET-0403",
+    "Invalid header",
+    _INVALID,
+    "One or more header values are missing or incorrectly formatted. "
+    "Please verify required headers {headers}.",
+)
+INVALID_PATH_PARAMETER: Final = CatalogueEntry(
+    "FET-0404",
+    "Invalid Path Parameter",
+    _INVALID,
+    "Path parameters is in an incorrect format. Please check the following parameter "
+    "{parameter} and ensure they meet the required format before trying again.",
+)
+INVALID_QUERY_PARAMETER: Final = CatalogueEntry(
+    "FET-0405",
+    "Invalid Query Parameter",
+    _INVALID,
+    "One or more query parameters are in an incorrect format. Please check the following "
+    "parameters '{name}' and ensure they meet the required format before trying again.",
+)
+PAGINATION_LIMIT_EXCEEDED: Final = CatalogueEntry(
+    "FET-0406",
+    "Pagination Limit Exceeded",
+    _INVALID,
+    "The pagination limit exceeds the maximum allowed of {limit} items per page. "
+    "Please verify the limit and try again.",
+)
+INVALID_SORT_ORDER: Final = CatalogueEntry(
+    "FET-0407",
+    "Invalid Sort Order",
+    _INVALID,
+    "The 'sort_order' field must be 'asc' or 'desc'. Please provide a valid sort order and "
+    "try again.",
+)
+INVALID_DATE_FORMAT: Final = CatalogueEntry(
+    "FET-0408",
+    "Invalid Date Format Error",
+    _INVALID,
+    "The 'initialDate', 'finalDate', or both are in the incorrect format. "
+    "Please use the 'yyyy-mm-dd' format and try again.",
+)
+INVALID_FINAL_DATE: Final = CatalogueEntry(
+    "FET-0409",
+    "Invalid Final Date Error",
+    _INVALID,
+    "The 'finalDate' cannot be earlier than the 'initialDate'. "
+    "Please verify the dates and try again.",
+)
+INVALID_SSL_MODE: Final = CatalogueEntry(
+    "FET-0413",
+    "Invalid SSL Mode",
+    _INVALID,
+    "Invalid SSL mode. The provided SSL mode '{mode}' is not supported. "
+    "Please use a valid SSL mode for this database type.",
+)
+FORBIDDEN_HOST: Final = CatalogueEntry(
+    "FET-0414", "Forbidden Host", _INVALID, "Host is not a valid external database endpoint"
+)
+
+# Business rules: entities, products, jobs, connections, schema validation
+
+ENTITY_NOT_FOUND: Final = CatalogueEntry(
+    "FET-1001",
+    "Entity Not Found",
+    ErrorKind.NOT_FOUND,
+    "It was not possible to find the {entity} entity during the requested flow. "
+    "Please review the data provided in the request.",
+)
+ENTITY_CONFLICT: Final = CatalogueEntry(
+    "FET-1002",
+    "Conflict",
+    ErrorKind.CONFLICT,
+    "An entity of type {entity} with the same unique attributes already exists. Please use "
+    "different values to avoid conflicts and review the data provided in the request.",
+)
+CONNECTION_NOT_ASSIGNED: Final = CatalogueEntry(
+    "FET-1014",
+    "Connection Not Assigned",
+    _INVALID,
+    "The connection is not assigned to any product.",
+)
+CONNECTION_ALREADY_ASSIGNED: Final = CatalogueEntry(
+    "FET-1015",
+    "Connection Already Assigned",
+    ErrorKind.CONFLICT,
+    "The {entity} is already assigned to a product and cannot be reassigned.",
+)
+PRODUCT_MISMATCH: Final = CatalogueEntry(
+    "FET-1016",
+    "Product Mismatch",
+    _INVALID,
+    "One or more datasources do not belong to the specified product.",
+)
+NO_JOB_CONNECTIONS: Final = CatalogueEntry(
+    "FET-1020",
+    "No Connections Found",
+    _INVALID,
+    "No connections configured for the requested datasources",
+)
+MISSING_DATA_SOURCE: Final = CatalogueEntry(
+    "FET-1020",
+    "Missing Data Source",
+    _INVALID,
+    "No connection configured for datasource '{name}'",
+)
+JOB_IN_PROGRESS: Final = CatalogueEntry(
+    "FET-1021",
+    "Job In Progress",
+    ErrorKind.CONFLICT,
+    "The operation cannot be completed because there are active jobs for this connection.",
+)
+INVALID_JOB_TRANSITION: Final = CatalogueEntry(
+    "FET-1022",
+    "Invalid Job Transition",
+    ErrorKind.CONFLICT,
+    "The job cannot take this step in its current state.",
+)
+EXTRACTION_FAILED: Final = CatalogueEntry(
+    "FET-1023",
+    "Extraction Failed",
+    ErrorKind.INTERNAL,
+    "The job could not be extracted.",
+)
+CONNECTION_DOWN: Final = CatalogueEntry(
+    "FET-1040",
+    "Connection Down",
+    _INVALID,
+    "The database connection is not available. "
+    "Please check the connection configuration and try again.",
+)
+CONNECTION_TEST_FAILED: Final = CatalogueEntry(
+    "FET-1041",
+    "Database Connection Error",
+    ErrorKind.INTERNAL,
+    "The adapter failed to connect to the target data source. "
+    "Check credentials and network access.",
+)
+SCHEMA_RETRIEVAL_FAILED: Final = CatalogueEntry(
+    "FET-1042",
+    "Schema Retrieval Error",
+    ErrorKind.INTERNAL,
+    "Failed to retrieve database schema information.",
+)
+CONNECTION_TEST_RATE_LIMITED: Final = CatalogueEntry(
+    "FET-1043",
+    "Rate Limit Exceeded",
+    ErrorKind.RATE_LIMITED,
+    "Connection test limit reached. Try again in {seconds} seconds.",
+)
+SCHEMA_VALIDATION_FAILED: Final = CatalogueEntry(
+    "FET-1060",
+    "Schema validation failed",
+    ErrorKind.UNPROCESSABLE,
+    "Schema validation found inconsistencies.",
+)
+VALIDATION_LIMIT_EXCEEDED: Final = CatalogueEntry(
+    "FET-1061",
+    "Validation Limit Exceeded",
+    _INVALID,
+    "The request asks to validate more datasources, tables or fields than allowed.",
+)
+NO_SCHEMA_CONNECTIONS: Final = CatalogueEntry(
+    "FET-1062",
+    "No Connections Found",
+    _INVALID,
+    "No connections configured for the requested datasources",
+)
+
+# Worker errors (reference §5.9): never an HTTP answer
+
+INVALID_MESSAGE: Final = CatalogueEntry(
+    "FET-0050", "Invalid Message", _INVALID, "message payload is null"
+)
+"""A work message that cannot be trusted or read (its signature does not verify)."""
+
+
+CATALOGUE: Final[tuple[CatalogueEntry, ...]] = tuple(
+    entry for entry in tuple(globals().values()) if isinstance(entry, CatalogueEntry)
+)
+"""Every entry above, in the order written."""
