@@ -5,18 +5,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from application.commands.connection_input import (
-    ConnectionInput,
-    Draft,
-    SslInput,
-    check_no_nul,
-    validate_draft,
-)
 from application.ports.clock import Clock, IdGenerator
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher
 from application.ports.host_guard import HostGuard
 from domain.connection import Connection, DatabaseType, SslSettings
+from domain.connection_input import ConnectionInput, SslInput
 
 ALL_TYPES = frozenset(DatabaseType)
 
@@ -48,48 +42,24 @@ class RegisterConnection:
     supported: Collection[DatabaseType] = ALL_TYPES
 
     async def __call__(self, product: str, data: ConnectionInput) -> Connection:
-        check_no_nul(
-            {
-                "configName": data.config_name,
-                "type": data.type,
-                "host": data.host,
-                "databaseName": data.database_name,
-                "schema": data.schema,
-                "userName": data.user_name,
-                "password": data.password,
-                "metadata": data.metadata,
-                "ssl": [data.ssl_mode, data.ssl_ca, data.ssl_cert, data.ssl_key],
-            }
-        )
-        ssl = data.ssl
-        db_type = validate_draft(
-            Draft(
-                config_name=data.config_name.strip(),
-                type=data.type.strip(),
-                host=data.host.strip(),
-                port=data.port,
-                database_name=data.database_name.strip(),
-                user_name=data.user_name.strip(),
-                has_password=bool(data.password),
-                ssl_mode=ssl.mode if ssl else None,
-            ),
-            self.supported,
-        )
+        data.check_characters()
+        draft = data.draft()
+        db_type = draft.validate(self.supported)
         if self.guard is not None:
-            self.guard.check_literal(data.host.strip())
+            self.guard.check_literal(draft.host)
         now = self.clock.now()
         connection = Connection(
             id=self.ids.new_id(),
             product_name=product,
-            config_name=data.config_name.strip(),
+            config_name=draft.config_name,
             type=db_type,
-            host=data.host.strip(),
-            port=data.port,
-            database_name=data.database_name.strip(),
-            user_name=data.user_name.strip(),
-            password=self.cipher.seal(data.password),
+            host=draft.host,
+            port=draft.port,
+            database_name=draft.database_name,
+            user_name=draft.user_name,
+            password=self.cipher.seal(data.password or ""),
             schema=data.schema or None,
-            ssl=sealed_ssl(self.cipher, ssl),
+            ssl=sealed_ssl(self.cipher, data.ssl_to_write),
             metadata=dict(data.metadata or {}),
             created_at=now,
             updated_at=now,

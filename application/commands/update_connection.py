@@ -6,13 +6,6 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from uuid import UUID
 
-from application.commands.connection_input import (
-    ConnectionPatch,
-    Draft,
-    check_no_nul,
-    check_sent_fields,
-    validate_draft,
-)
 from application.commands.register_connection import ALL_TYPES, sealed_ssl
 from application.connections import ConnectionInUse, reseal
 from application.ports.clock import Clock
@@ -23,11 +16,8 @@ from application.ports.job_index import JobIndex
 from application.ports.schema_cache import SchemaCache
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, DatabaseType
+from domain.connection_input import ConnectionInput
 from domain.errors import EntityNotFound, InvalidRequest
-
-
-def _text(sent: str | None, current: str) -> str:
-    return current if sent is None else sent.strip()
 
 
 @dataclass(slots=True)
@@ -51,31 +41,13 @@ class UpdateConnection:
     guard: HostGuard | None = None
     supported: Collection[DatabaseType] = ALL_TYPES
 
-    async def __call__(self, connection_id: UUID, patch: ConnectionPatch) -> Connection:
+    async def __call__(self, connection_id: UUID, patch: ConnectionInput) -> Connection:
         if patch.is_empty:
             raise InvalidRequest(entry=catalogue.EMPTY_BODY)
-        check_no_nul(
-            {
-                "configName": patch.config_name,
-                "type": patch.type,
-                "host": patch.host,
-                "databaseName": patch.database_name,
-                "schema": patch.schema,
-                "userName": patch.user_name,
-                "password": patch.password,
-                "metadata": patch.metadata,
-                "ssl": [patch.ssl.mode, patch.ssl.ca, patch.ssl.cert, patch.ssl.key]
-                if patch.ssl
-                else None,
-            }
-        )
-        check_sent_fields(
-            config_name=patch.config_name,
-            type_=patch.type,
-            host=patch.host,
-            port=patch.port,
-            guard=self.guard,
-        )
+        patch.check_characters()
+        patch.check_sent_fields()
+        if self.guard is not None and patch.host is not None and patch.host.strip():
+            self.guard.check_literal(patch.host.strip())
         current = await self.repository.get(connection_id)
         if current is None:
             raise EntityNotFound("connection")
@@ -87,20 +59,10 @@ class UpdateConnection:
             await self.cache.drop(connection_id)
         return saved
 
-    def _apply(self, current: Connection, patch: ConnectionPatch) -> Connection:
-        sent_ssl = patch.ssl if patch.ssl is not None and patch.ssl.mode else None
-        ssl_mode = sent_ssl.mode if sent_ssl else (current.ssl.mode if current.ssl else None)
-        draft = Draft(
-            config_name=_text(patch.config_name, current.config_name),
-            type=_text(patch.type, current.type.value).upper(),
-            host=_text(patch.host, current.host),
-            port=current.port if patch.port is None else patch.port,
-            database_name=_text(patch.database_name, current.database_name),
-            user_name=_text(patch.user_name, current.user_name),
-            has_password=bool(patch.password) or current.password is not None,
-            ssl_mode=ssl_mode,
-        )
-        db_type = validate_draft(draft, self.supported)
+    def _apply(self, current: Connection, patch: ConnectionInput) -> Connection:
+        draft = patch.draft(current)
+        db_type = draft.validate(self.supported)
+        sent_ssl = patch.ssl_to_write
         changed = replace(
             current,
             config_name=draft.config_name,

@@ -7,7 +7,6 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
-from application.commands.connection_input import ConnectionInput, ConnectionPatch, SslInput
 from application.ports.connection_repository import ConnectionPage
 from application.queries.connection_schema import ConnectionSchema
 from application.queries.validate_schema import SchemaIssue
@@ -20,11 +19,10 @@ from entrypoints.http.errors import error_responses, status_of
 from entrypoints.http.jobs import parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.schemas import (
-    ConnectionCreate,
+    ConnectionBody,
     ConnectionList,
     ConnectionSchemaView,
     ConnectionTestView,
-    ConnectionUpdate,
     ConnectionView,
     SchemaColumnView,
     SchemaInvalid,
@@ -34,7 +32,6 @@ from entrypoints.http.schemas import (
     SslView,
     ValidateSchemaRequest,
 )
-from entrypoints.http.schemas import SslInput as SslBody
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _SCHEMA_INVALID = catalogue.SCHEMA_VALIDATION_FAILED
@@ -89,13 +86,6 @@ def _issue_view(issue: SchemaIssue) -> SchemaIssueView:
     )
 
 
-def _ssl(body: SslBody | None) -> SslInput | None:
-    """An SSL object whose members are all empty counts as absent."""
-    if body is None or not any((body.mode, body.ca, body.cert, body.key)):
-        return None
-    return SslInput(mode=body.mode or "", ca=body.ca, cert=body.cert, key=body.key)
-
-
 def _product(request: Request, *, required: bool) -> str | None:
     return normalise_product(request.headers.get("x-product-name"), required=required)
 
@@ -111,30 +101,12 @@ class ConnectionController(Controller):
         self,
         services: NamedDependency[ApiServices],
         request: Request,
-        data: JSONBody[ConnectionCreate],
+        data: JSONBody[ConnectionBody],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
-        if all(getattr(data, f) in (None, "", {}) for f in data.__struct_fields__):
+        if data.is_blank:
             raise InvalidRequest(entry=catalogue.EMPTY_BODY)
-        ssl = _ssl(data.ssl)
-        connection = await services.connections.register(
-            product,
-            ConnectionInput(
-                config_name=data.configName or "",
-                type=data.type or "",
-                host=data.host or "",
-                port=data.port or 0,
-                database_name=data.databaseName or "",
-                user_name=data.userName or "",
-                password=data.password or "",
-                schema=data.schema,
-                ssl_mode=ssl.mode if ssl else None,
-                ssl_ca=ssl.ca if ssl else None,
-                ssl_cert=ssl.cert if ssl else None,
-                ssl_key=ssl.key if ssl else None,
-                metadata=data.metadata,
-            ),
-        )
+        connection = await services.connections.register(product, data.to_input())
         return connection_view(connection)
 
     @get(
@@ -222,24 +194,10 @@ class ConnectionController(Controller):
         self,
         services: NamedDependency[ApiServices],
         connection_id: FromPath[str],
-        data: JSONBody[ConnectionUpdate],
+        data: JSONBody[ConnectionBody],
     ) -> ConnectionView:
         identifier = parse_id(connection_id, "connection")
-        changed = await services.connections.update(
-            identifier,
-            ConnectionPatch(
-                config_name=data.configName,
-                type=data.type,
-                host=data.host,
-                port=data.port,
-                database_name=data.databaseName,
-                schema=data.schema,
-                user_name=data.userName,
-                password=data.password,
-                ssl=_ssl(data.ssl),
-                metadata=data.metadata,
-            ),
-        )
+        changed = await services.connections.update(identifier, data.to_input())
         return connection_view(changed)
 
     @delete(

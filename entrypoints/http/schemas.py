@@ -6,6 +6,8 @@ from typing import Any
 
 import msgspec
 
+from domain.connection_input import ConnectionInput, SslInput
+
 
 class DataRequest(msgspec.Struct):
     mappedFields: dict[str, dict[str, list[str]]] | None = None
@@ -49,34 +51,18 @@ class JobHistory(msgspec.Struct):
     events: list[JobHistoryEntry]
 
 
-class SslInput(msgspec.Struct):
+class SslBody(msgspec.Struct):
     mode: str | None = None
     ca: str | None = None
     cert: str | None = None
     key: str | None = None
 
     def __repr__(self) -> str:
-        return f"SslInput(mode={self.mode!r})"
+        return f"SslBody(mode={self.mode!r})"
 
 
-class ConnectionCreate(msgspec.Struct):
-    configName: str | None = None
-    type: str | None = None
-    host: str | None = None
-    port: int | None = None
-    databaseName: str | None = None
-    schema: str | None = None
-    userName: str | None = None
-    password: str | None = None
-    ssl: SslInput | None = None
-    metadata: dict[str, Any] | None = None
-
-    def __repr__(self) -> str:
-        return f"ConnectionCreate(configName={self.configName!r})"
-
-
-class ConnectionUpdate(msgspec.Struct):
-    """A partial update: absent and null members are "not sent"."""
+class ConnectionBody(msgspec.Struct):
+    """A connection as sent to create or change it: absent and null members are "not sent"."""
 
     configName: str | None = None
     type: str | None = None
@@ -86,11 +72,31 @@ class ConnectionUpdate(msgspec.Struct):
     schema: str | None = None
     userName: str | None = None
     password: str | None = None
-    ssl: SslInput | None = None
+    ssl: SslBody | None = None
     metadata: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
-        return f"ConnectionUpdate(configName={self.configName!r})"
+        return f"ConnectionBody(configName={self.configName!r})"
+
+    @property
+    def is_blank(self) -> bool:
+        """Every member absent, null, empty text or an empty object."""
+        return all(getattr(self, name) in (None, "", {}) for name in self.__struct_fields__)
+
+    def to_input(self) -> ConnectionInput:
+        ssl = self.ssl
+        return ConnectionInput(
+            config_name=self.configName,
+            type=self.type,
+            host=self.host,
+            port=self.port,
+            database_name=self.databaseName,
+            schema=self.schema,
+            user_name=self.userName,
+            password=self.password,
+            ssl=SslInput.sent(ssl.mode, ssl.ca, ssl.cert, ssl.key) if ssl else None,
+            metadata=self.metadata,
+        )
 
 
 class SslView(msgspec.Struct, omit_defaults=True):

@@ -17,7 +17,6 @@ from adapters.memory.datasource_reader import InMemoryDatasourceReader, MemoryTa
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.messaging import RecordingJobEventPublisher, RecordingWorkQueue
 from adapters.memory.result_storage import InMemoryResultStorage
-from application.commands.connection_input import ConnectionInput
 from application.commands.register_connection import RegisterConnection
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
@@ -26,6 +25,7 @@ from application.policies.dispatch_work import DispatchWork
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower
 from domain.connection import Connection
+from domain.connection_input import ConnectionInput
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 

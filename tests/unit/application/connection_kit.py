@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
-from application.commands.connection_input import ConnectionInput
 from application.connections import ConnectionDirectory, EndpointFactory
 from application.ports.credential_cipher import CredentialCipher
 from application.ports.datasource_reader import DatasourceReader, RowChunk
 from application.ports.host_guard import HostGuard
 from domain.connection import Connection, Endpoint
+from domain.connection_input import ConnectionInput
 from domain.schema import Schema, TableRead
 from entrypoints.container import ConnectionServices, connection_services
 

@@ -10,10 +10,10 @@ from uuid import UUID, uuid4
 import pytest
 
 from adapters.security.host_guard import NetworkHostGuard
-from application.commands.connection_input import ConnectionPatch, SslInput
 from application.connections import internal_id
 from application.errors import DatasourceUnavailable, ForbiddenHost
 from domain.connection import Connection, DatabaseType
+from domain.connection_input import ConnectionInput, SslInput
 from domain.errors import FetcherError
 from tests.unit.application.connection_kit import make_kit, pg_input
 
@@ -53,7 +53,7 @@ async def raises(awaitable, code: str, message: str | None = None) -> FetcherErr
 async def test_register_seals_password_and_tls_material_under_the_newest_key(kit, app):
     created = await kit.services.register(
         PRODUCT,
-        pg_input(ssl_mode="verify-full", ssl_ca="CA PEM", ssl_cert="CERT PEM", ssl_key="KEY PEM"),
+        pg_input(ssl=SslInput(mode="verify-full", ca="CA PEM", cert="CERT PEM", key="KEY PEM")),
     )
     stored = await app.repository.get(created.id)
     assert stored == created and stored.product_name == PRODUCT
@@ -65,16 +65,18 @@ async def test_register_seals_password_and_tls_material_under_the_newest_key(kit
 
 
 async def test_register_requires_a_mode_for_an_ssl_block_but_not_a_ca(kit):
-    error = await raises(kit.services.register(PRODUCT, pg_input(ssl_ca="CA")), "FET-0402")
+    error = await raises(
+        kit.services.register(PRODUCT, pg_input(ssl=SslInput(ca="CA"))), "FET-0402"
+    )
     assert error.fields == {"ssl.mode": "SSL mode is required"}
-    created = await kit.services.register(PRODUCT, pg_input(ssl_mode="require"))
+    created = await kit.services.register(PRODUCT, pg_input(ssl=SslInput(mode="require")))
     assert created.ssl.mode == "require" and created.ssl.ca is None
 
 
 @pytest.mark.parametrize(
     ("changes", "field"),
     [
-        ({"ssl_mode": "true"}, "ssl.mode"),
+        ({"ssl": SslInput(mode="true")}, "ssl.mode"),
         ({"host": "bad host!"}, "host"),
         ({"port": 70000}, "port"),
         ({"config_name": "ab"}, "configName"),
@@ -109,7 +111,7 @@ async def test_update_replaces_scalars_bumps_the_version_and_keeps_the_product(k
     app.clock.advance(minutes=1)
     changed = await kit.services.update(
         created.id,
-        ConnectionPatch(host=" db2.local ", port=6543, metadata={"c": 3}, schema="sales"),
+        ConnectionInput(host=" db2.local ", port=6543, metadata={"c": 3}, schema="sales"),
     )
     assert (changed.host, changed.port, changed.schema) == ("db2.local", 6543, "sales")
     assert changed.metadata == {"c": 3}
@@ -121,12 +123,12 @@ async def test_update_replaces_scalars_bumps_the_version_and_keeps_the_product(k
 
 async def test_update_replaces_the_whole_ssl_block_and_ignores_one_without_mode(kit, app):
     created = await kit.services.register(
-        PRODUCT, pg_input(ssl_mode="verify-full", ssl_ca="CA1", ssl_cert="C1", ssl_key="K1")
+        PRODUCT, pg_input(ssl=SslInput(mode="verify-full", ca="CA1", cert="C1", key="K1"))
     )
-    same = await kit.services.update(created.id, ConnectionPatch(ssl=SslInput(ca="CA2")))
+    same = await kit.services.update(created.id, ConnectionInput(ssl=SslInput(ca="CA2")))
     assert same.ssl == created.ssl
     changed = await kit.services.update(
-        created.id, ConnectionPatch(ssl=SslInput(mode="verify-ca", ca="CA2"))
+        created.id, ConnectionInput(ssl=SslInput(mode="verify-ca", ca="CA2"))
     )
     cipher = app.request_job.endpoints.cipher
     assert changed.ssl.mode == "verify-ca" and cipher.open(changed.ssl.ca) == "CA2"
@@ -135,26 +137,26 @@ async def test_update_replaces_the_whole_ssl_block_and_ignores_one_without_mode(
 
 async def test_update_seals_a_new_password(kit, app):
     created = await kit.services.register(PRODUCT, pg_input())
-    changed = await kit.services.update(created.id, ConnectionPatch(password="n3w @:/?# pw"))
+    changed = await kit.services.update(created.id, ConnectionInput(password="n3w @:/?# pw"))
     assert changed.password != created.password
     assert app.request_job.endpoints.cipher.open(changed.password) == "n3w @:/?# pw"
 
 
 async def test_update_checks_the_patched_connection_as_a_whole(kit):
-    created = await kit.services.register(PRODUCT, pg_input(ssl_mode="verify-full"))
-    error = await raises(kit.services.update(created.id, ConnectionPatch(type="mysql")), "FET-0001")
+    created = await kit.services.register(PRODUCT, pg_input(ssl=SslInput(mode="verify-full")))
+    error = await raises(kit.services.update(created.id, ConnectionInput(type="mysql")), "FET-0001")
     assert "FET-0413" in error.fields["ssl.mode"]
-    error = await raises(kit.services.update(created.id, ConnectionPatch(host="")), "FET-0402")
+    error = await raises(kit.services.update(created.id, ConnectionInput(host="")), "FET-0402")
     assert error.fields == {"host": "host is a required field"}
 
 
 async def test_update_errors(kit):
     first = await kit.services.register(PRODUCT, pg_input("first"))
     await kit.services.register(PRODUCT, pg_input("second"))
-    await raises(kit.services.update(first.id, ConnectionPatch()), "FET-0001", "empty request body")
-    await raises(kit.services.update(uuid4(), ConnectionPatch(port=1)), "FET-1001")
-    await raises(kit.services.update(first.id, ConnectionPatch(config_name="second")), "FET-1002")
-    await raises(kit.services.update(first.id, ConnectionPatch(port=0)), "FET-0001")
+    await raises(kit.services.update(first.id, ConnectionInput()), "FET-0001", "empty request body")
+    await raises(kit.services.update(uuid4(), ConnectionInput(port=1)), "FET-1001")
+    await raises(kit.services.update(first.id, ConnectionInput(config_name="second")), "FET-1002")
+    await raises(kit.services.update(first.id, ConnectionInput(port=0)), "FET-0001")
 
 
 async def test_update_and_remove_are_refused_while_a_job_uses_the_connection(kit, app):
@@ -163,7 +165,7 @@ async def test_update_and_remove_are_refused_while_a_job_uses_the_connection(kit
     job = (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
     await kit.project_jobs()
     await raises(
-        kit.services.update(created.id, ConnectionPatch(port=1)),
+        kit.services.update(created.id, ConnectionInput(port=1)),
         "FET-1021",
         "cannot update connection with active jobs",
     )
@@ -172,7 +174,7 @@ async def test_update_and_remove_are_refused_while_a_job_uses_the_connection(kit
     )
     await app.run_job(job.id)
     await kit.project_jobs()
-    assert (await kit.services.update(created.id, ConnectionPatch(port=1))).port == 1
+    assert (await kit.services.update(created.id, ConnectionInput(port=1))).port == 1
     await kit.services.remove(created.id)
 
 
@@ -180,7 +182,7 @@ async def test_update_and_remove_drop_the_cached_schemas(kit, app):
     created = await kit.services.register(PRODUCT, pg_input())
     await kit.services.validate_schema({"pgsql": {"accounts": ["id"]}})
     assert len(kit.cache) == 1
-    await kit.services.update(created.id, ConnectionPatch(port=5433))
+    await kit.services.update(created.id, ConnectionInput(port=5433))
     assert len(kit.cache) == 0
     await kit.services.validate_schema({"pgsql": {"accounts": ["id"]}})
     assert len(kit.cache) == 1
@@ -202,7 +204,7 @@ async def test_internal_datasources_cannot_be_changed_or_removed(app):
     ledger = _internal("ledger")
     kit = make_kit(app, internal={"ledger": ledger})
     await raises(kit.services.remove(ledger.id), "FET-1001")
-    await raises(kit.services.update(ledger.id, ConnectionPatch(port=1)), "FET-1001")
+    await raises(kit.services.update(ledger.id, ConnectionInput(port=1)), "FET-1001")
     await raises(kit.services.assign(ledger.id, PRODUCT), "FET-1001")
 
 

@@ -9,11 +9,11 @@ from uuid import uuid4
 import pytest
 
 from adapters.memory.datasource_reader import MemoryTable
-from application.commands.connection_input import ConnectionPatch
 from application.connections import internal_id
 from application.errors import DatasourceError, DatasourceUnavailable, ForbiddenHost
 from application.queries.connections import ListFilter, date_window
 from domain.connection import Connection, DatabaseType
+from domain.connection_input import ConnectionInput
 from domain.errors import FetcherError
 from tests.unit.application.connection_kit import make_kit, pg_input
 
@@ -245,7 +245,7 @@ async def test_validate_schema_is_cache_first_per_connection_version_and_scope(k
     assert kit.reader.discoveries == 1
     await kit.services.validate_schema({"pgsql": {"sales.orders": ["id"]}})
     assert kit.reader.discoveries == 2  # another scope
-    await kit.services.update(created.id, ConnectionPatch(port=5433))
+    await kit.services.update(created.id, ConnectionInput(port=5433))
     await kit.services.validate_schema(request)
     assert kit.reader.discoveries == 3  # another version
     kit.ticks.value += 301

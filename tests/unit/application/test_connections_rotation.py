@@ -10,10 +10,10 @@ import pytest
 
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
-from application.commands.connection_input import ConnectionPatch, SslInput
 from application.commands.request_job import RequestJob
 from application.connections import EndpointFactory
 from application.errors import CredentialKeyMissing
+from domain.connection_input import ConnectionInput, SslInput
 from tests.unit.application.conftest import MASTER_KEY
 from tests.unit.application.connection_kit import make_kit, pg_input
 
@@ -30,7 +30,7 @@ def versions(connection) -> list[str]:
     return [s.key_version for s in (connection.password, ssl.ca, ssl.cert, ssl.key)]
 
 
-TLS = {"ssl_mode": "verify-ca", "ssl_ca": "CA", "ssl_cert": "CERT", "ssl_key": "KEY"}
+TLS = {"ssl": SslInput(mode="verify-ca", ca="CA", cert="CERT", key="KEY")}
 
 
 async def test_rotation_reads_old_versions_and_seals_anew_on_write(app):
@@ -44,7 +44,7 @@ async def test_rotation_reads_old_versions_and_seals_anew_on_write(app):
     assert v2.reader.endpoints[-1].password == "s3cret p@ss:/?#"
     assert v2.reader.endpoints[-1].ssl_ca == "CA"
 
-    changed = await v2.services.update(created.id, ConnectionPatch(port=5433))  # write
+    changed = await v2.services.update(created.id, ConnectionInput(port=5433))  # write
     assert versions(changed) == ["2"] * 4
     assert versions(await app.repository.get(created.id)) == ["2"] * 4
 
@@ -91,10 +91,10 @@ async def test_a_retired_key_version_is_named_not_a_crash(app):
 
     # Writing a new password makes the connection usable again; the TLS material under the
     # retired key stays as it was (it cannot be opened) until it is sent again.
-    changed = await lost.services.update(created.id, ConnectionPatch(password="fresh"))
+    changed = await lost.services.update(created.id, ConnectionInput(password="fresh"))
     assert versions(changed) == ["2", "1", "1", "1"]
     changed = await lost.services.update(
-        created.id, ConnectionPatch(ssl=SslInput(mode="verify-ca", ca="CA2"))
+        created.id, ConnectionInput(ssl=SslInput(mode="verify-ca", ca="CA2"))
     )
     assert [changed.password.key_version, changed.ssl.ca.key_version] == ["2", "2"]
     await lost.services.check(created.id)
