@@ -14,7 +14,13 @@ from application.errors import CredentialKeyMissing
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher
 from domain import error_catalogue as catalogue
-from domain.connection import Connection, Endpoint, SealedSecret, SslSettings
+from domain.connection import (
+    Connection,
+    Endpoint,
+    InternalCredentials,
+    SealedSecret,
+    SslSettings,
+)
 from domain.errors import FetcherError
 
 log = logging.getLogger(__name__)
@@ -93,15 +99,6 @@ class TrustedEndpoint(Endpoint):
     guard, since internal databases legitimately live on private networks."""
 
 
-@dataclass(frozen=True, slots=True)
-class InternalTls:
-    """TLS material of an internal datasource, in plaintext as the environment gave it."""
-
-    ssl_ca: str | None = field(default=None, repr=False)
-    ssl_cert: str | None = field(default=None, repr=False)
-    ssl_key: str | None = field(default=None, repr=False)
-
-
 @dataclass(slots=True)
 class ConnectionDirectory:
     """Internal datasources (from configuration) first, then stored connections."""
@@ -132,32 +129,31 @@ class ConnectionDirectory:
 
 @dataclass(slots=True)
 class EndpointFactory:
-    """Opens sealed credentials to build what a datasource adapter dials.
+    """Opens sealed credentials to build what a datasource adapter dials; an internal
+    datasource brings its own, in plaintext.
 
     Raises ``CredentialKeyMissing`` (naming the key version) when a secret was sealed under a
     key version that is no longer configured.
     """
 
     cipher: CredentialCipher
-    internal_passwords: Mapping[str, str] = field(default_factory=dict)
-    internal_tls: Mapping[str, InternalTls] = field(default_factory=dict)
 
     def endpoint(self, connection: Connection) -> Endpoint:
         ssl_settings = connection.ssl
         if connection.internal:
-            tls = self.internal_tls.get(connection.config_name, InternalTls())
+            secrets = connection.internal_credentials or InternalCredentials()
             return TrustedEndpoint(
                 type=connection.type,
                 host=connection.host,
                 port=connection.port,
                 database_name=connection.database_name,
                 user_name=connection.user_name,
-                password=self.internal_passwords.get(connection.config_name, ""),
+                password=secrets.password,
                 schema=connection.schema,
                 ssl_mode=ssl_settings.mode if ssl_settings else "",
-                ssl_ca=tls.ssl_ca,
-                ssl_cert=tls.ssl_cert,
-                ssl_key=tls.ssl_key,
+                ssl_ca=secrets.ssl_ca,
+                ssl_cert=secrets.ssl_cert,
+                ssl_key=secrets.ssl_key,
                 options=dict(connection.metadata),
             )
         open_ = self.cipher.open

@@ -1,4 +1,5 @@
-"""Connection value objects: engine types, SSL modes, product names, the sealed credential."""
+"""Connection value objects: engine types, SSL modes, product names, the sealed credential and
+the plaintext credentials of an internal datasource."""
 
 from __future__ import annotations
 
@@ -95,8 +96,24 @@ class SslSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class InternalCredentials:
+    """The password and TLS material of an internal datasource, in plaintext as the operator
+    configured them. They live only in memory: never stored, returned or printed."""
+
+    password: str = ""
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+
+    def __repr__(self) -> str:
+        return "InternalCredentials(...)"
+
+
+@dataclass(frozen=True, slots=True)
 class Connection:
-    """A registered datasource connection. The password is only ever held sealed."""
+    """A registered datasource connection. The password is only ever held sealed, except for
+    an internal datasource (configured, never stored), which carries its credentials as
+    configured in ``internal_credentials``."""
 
     id: UUID
     product_name: str
@@ -114,6 +131,11 @@ class Connection:
     updated_at: datetime | None = None
     internal: bool = False
     version: int = 1
+    internal_credentials: InternalCredentials | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.internal_credentials is not None and not self.internal:
+            raise ValueError("only an internal datasource carries plaintext credentials")
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,12 +29,7 @@ from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
-from application.connections import (
-    ConnectionDirectory,
-    EndpointFactory,
-    InternalTls,
-    internal_id,
-)
+from application.connections import ConnectionDirectory, EndpointFactory, internal_id
 from application.fresh_job_index import FreshJobIndex
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.host_guard import HostGuard
@@ -45,7 +40,7 @@ from application.ports.rate_limiter import RateLimiter
 from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
 from application.queries.get_job import GetJob, GetJobHistory
-from domain.connection import Connection, DatabaseType, SslSettings
+from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
 from entrypoints.container import ApiServices, connection_services
 from entrypoints.settings import Settings, SettingsError
@@ -194,7 +189,8 @@ def datasource_engines() -> dict[DatabaseType, Callable[[], DatasourceReader]]:
 
 
 def internal_connection(datasource: InternalDatasource) -> Connection:
-    """An internal datasource as a connection: deterministic id, no product, never stored."""
+    """An internal datasource as a connection: deterministic id, no product, never stored;
+    its credentials travel with it, in plaintext as configured."""
     return Connection(
         id=internal_id(datasource.config_name),
         product_name="",
@@ -208,6 +204,9 @@ def internal_connection(datasource: InternalDatasource) -> Connection:
         ssl=SslSettings(mode=datasource.ssl_mode) if datasource.ssl_mode else None,
         metadata=dict(datasource.options),
         internal=True,
+        internal_credentials=InternalCredentials(
+            datasource.password, datasource.ssl_ca, datasource.ssl_cert, datasource.ssl_key
+        ),
     )
 
 
@@ -238,13 +237,7 @@ async def open_core(settings: Settings) -> AsyncIterator[Core]:
             directory=ConnectionDirectory(
                 repository, {d.config_name: internal_connection(d) for d in internal}
             ),
-            endpoints=EndpointFactory(
-                cipher,
-                internal_passwords={d.config_name: d.password for d in internal},
-                internal_tls={
-                    d.config_name: InternalTls(d.ssl_ca, d.ssl_cert, d.ssl_key) for d in internal
-                },
-            ),
+            endpoints=EndpointFactory(cipher),
             reader=reader,
             index=index,
             schema_cache=InMemorySchemaCache(options.schema_cache_ttl_seconds),

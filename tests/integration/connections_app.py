@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,13 +63,12 @@ async def connections_api(
     *,
     ring: KeyRing | None = None,
     reader: DatasourceReader | None = None,
-    internal_passwords: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Api]:
     repository = SqlaConnectionRepository.from_url(database_url, sqlite_path)
     await repository.create_schema()
     cipher = AesGcmCredentialCipher(ring or KeyRing(MASTER_KEY))
     directory = ConnectionDirectory(repository)
-    endpoints = EndpointFactory(cipher, internal_passwords=internal_passwords or {})
+    endpoints = EndpointFactory(cipher)
     reader = reader or default_reader()
     clock, ids = SystemClock(), Uuid7Generator()
     store = InMemoryJobEventStore()

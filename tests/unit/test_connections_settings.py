@@ -57,6 +57,11 @@ def test_internal_datasources_take_any_config_name():
     assert connection.internal and connection.product_name == ""
     assert str(connection.id) == "3c5e86d5-cd85-5490-ba98-23a1f370f81e"
     assert connection.ssl.mode == "verify-full" and connection.password is None
+    credentials = connection.internal_credentials
+    assert credentials.password == " pass with spaces @:/?# "
+    assert credentials.ssl_ca == "-----BEGIN CERTIFICATE-----"
+    assert "pass with" not in repr(connection) and "CERTIFICATE" not in repr(connection)
+    assert "pass with" not in repr(credentials) and "CERTIFICATE" not in repr(credentials)
 
 
 def test_several_internal_datasources_in_variable_order():

@@ -16,7 +16,7 @@ from adapters.security.host_guard import NetworkHostGuard
 from application.connections import internal_id
 from application.errors import DatasourceError, DatasourceUnavailable, ForbiddenHost
 from application.queries.get_job import GetJob, GetJobHistory
-from domain.connection import Connection, DatabaseType
+from domain.connection import Connection, DatabaseType, InternalCredentials
 from entrypoints.container import ApiServices
 from entrypoints.http.app import create_app
 from tests.unit.application.conftest import app  # noqa: F401  (fixture)
@@ -51,6 +51,7 @@ def _ledger() -> Connection:
         user_name="ledger",
         password=None,
         internal=True,
+        internal_credentials=InternalCredentials("env"),
     )
 
 
@@ -59,7 +60,6 @@ def kit(app):  # noqa: F811
     return make_kit(
         app,
         internal={"ledger": _ledger()},
-        internal_passwords={"ledger": "env"},
         guard=NetworkHostGuard(),
     )
 

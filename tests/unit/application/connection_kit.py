@@ -73,16 +73,13 @@ def make_kit(
     app,
     *,
     internal: dict[str, Connection] | None = None,
-    internal_passwords: dict[str, str] | None = None,
     guard: HostGuard | None = None,
     cipher: CredentialCipher | None = None,
 ) -> Kit:
     ticks = Ticks()
     reader = ScriptedReader(app.reader)
     directory = ConnectionDirectory(app.repository, internal or {})
-    endpoints = EndpointFactory(
-        cipher or app.request_job.endpoints.cipher, internal_passwords=internal_passwords or {}
-    )
+    endpoints = EndpointFactory(cipher or app.request_job.endpoints.cipher)
     jobs = InMemoryJobIndex()
     cache = InMemorySchemaCache(300, now=ticks)
     services = connection_services(

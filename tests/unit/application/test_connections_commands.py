@@ -12,7 +12,7 @@ import pytest
 from adapters.security.host_guard import NetworkHostGuard
 from application.connections import internal_id
 from application.errors import DatasourceUnavailable, ForbiddenHost
-from domain.connection import Connection, DatabaseType
+from domain.connection import Connection, DatabaseType, InternalCredentials
 from domain.connection_input import ConnectionInput, SslInput
 from domain.errors import FetcherError
 from tests.unit.application.connection_kit import make_kit, pg_input
@@ -293,10 +293,20 @@ async def test_check_failures(kit, app):
 
 
 async def test_internal_datasources_are_testable_with_their_configured_password(app):
-    ledger = _internal("ledger", host="db.local", database="pgsql")
-    kit = make_kit(app, internal={"ledger": ledger}, internal_passwords={"ledger": "env pw"})
+    ledger = replace(
+        _internal("ledger", host="db.local", database="pgsql"),
+        internal_credentials=InternalCredentials("env pw", ssl_ca="CA PEM"),
+    )
+    kit = make_kit(app, internal={"ledger": ledger})
     await kit.services.check(ledger.id)
-    assert kit.reader.endpoints[-1].password == "env pw"
+    endpoint = kit.reader.endpoints[-1]
+    assert (endpoint.password, endpoint.ssl_ca) == ("env pw", "CA PEM")
+    assert "env pw" not in repr(ledger) and "CA PEM" not in repr(ledger)
+
+
+def test_only_internal_datasources_carry_plaintext_credentials():
+    with pytest.raises(ValueError, match="internal"):
+        replace(_internal("ledger"), internal=False, internal_credentials=InternalCredentials())
 
 
 def _internal(name: str, host: str = "ledger.db", database: str = "ledger") -> Connection:
