@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 import msgspec
 
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.postgres.reader import PostgresReader
 from domain.connection import DatabaseType, Endpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -14,8 +14,8 @@ import httpx
 from adapters.common.clock import SystemClock, Uuid7Generator
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.job_index import InMemoryJobIndex

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Endpoint
 from domain.schema import Table, TableRead

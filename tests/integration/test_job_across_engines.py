@@ -24,9 +24,9 @@ from pymongo import AsyncMongoClient
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
 from adapters.crypto.sealing import AesGcmResultSealer, open_result
-from adapters.datasources.mongodb import MongoReader
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.mongodb.reader import MongoReader
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.memory.connection_repository import InMemoryConnectionRepository
 from adapters.memory.job_event_store import InMemoryJobEventStore

@@ -23,9 +23,9 @@ import pytest
 from bson import Binary, Decimal128, Int64, ObjectId
 from pymongo import AsyncMongoClient
 
-from adapters.datasources.mongo_connection import client_options, new_client
-from adapters.datasources.mongo_schema import sample_size
-from adapters.datasources.mongodb import MongoReader
+from adapters.datasources.mongodb.connection import client_options, new_client
+from adapters.datasources.mongodb.schema import sample_size
+from adapters.datasources.mongodb.reader import MongoReader
 from application.errors import DatasourceError, DatasourceUnavailable, InvalidSslMode
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest

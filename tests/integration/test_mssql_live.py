@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from adapters.datasources.mssql import SqlServerReader
-from adapters.datasources.mssql_connection import DEFAULT_DRIVER
+from adapters.datasources.mssql.reader import SqlServerReader
+from adapters.datasources.mssql.connection import DEFAULT_DRIVER
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
@@ -83,7 +83,7 @@ SETUP = [
 async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
     import aioodbc
 
-    from adapters.datasources.mssql_connection import connection_string
+    from adapters.datasources.mssql.connection import connection_string
 
     driver = endpoint.options.get("driver") or SqlServerReader().driver()
     async with aioodbc.connect(dsn=connection_string(endpoint, driver), autocommit=True) as conn:

@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.mysql_connection import tls_settings
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.mysql.connection import tls_settings
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,

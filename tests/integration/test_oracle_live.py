@@ -15,8 +15,8 @@ from typing import Any
 import oracledb
 import pytest
 
-from adapters.datasources.oracle import OracleReader
-from adapters.datasources.oracle_connection import SERVICE_NAME_REQUIRED
+from adapters.datasources.oracle.reader import OracleReader
+from adapters.datasources.oracle.connection import SERVICE_NAME_REQUIRED
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest

@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from adapters.datasources.postgres import PostgresReader
-from adapters.datasources.postgres_connection import ssl_argument
+from adapters.datasources.postgres.reader import PostgresReader
+from adapters.datasources.postgres.connection import ssl_argument
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,

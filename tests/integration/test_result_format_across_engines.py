@@ -14,8 +14,8 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from application.extraction_plan import ExtractionError, plan_datasource
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection, Endpoint

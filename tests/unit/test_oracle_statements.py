@@ -11,17 +11,17 @@ from typing import Any
 import oracledb
 import pytest
 
-from adapters.datasources.oracle import OracleReader
-from adapters.datasources.oracle_connection import SERVICE_NAME_REQUIRED, connect_arguments
-from adapters.datasources.oracle_filters import like_pattern
-from adapters.datasources.oracle_statements import (
+from adapters.datasources.oracle.reader import OracleReader
+from adapters.datasources.oracle.connection import SERVICE_NAME_REQUIRED, connect_arguments
+from adapters.datasources.oracle.filters import like_pattern
+from adapters.datasources.oracle.statements import (
     OracleColumn,
     discovery_statement,
     is_system,
     select_statement,
     table_key,
 )
-from adapters.datasources.oracle_values import column_type
+from adapters.datasources.oracle.values import column_type
 from application.errors import InvalidSslMode
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest

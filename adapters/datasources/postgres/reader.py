@@ -4,7 +4,7 @@ Connection and SSL modes: ``postgres_connection``. Discovery, statements and fil
 ``postgres_statements``. Statements run on asyncpg directly: one ``REPEATABLE READ READ ONLY``
 transaction per extraction (all tables of a job see one snapshot), a server-side cursor read in
 chunks of ``chunk_rows``, each chunk encoded by msgspec through a struct type built once per
-table (``adapters.datasources.encoding``).
+table (``adapters.datasources.common.encoding``).
 
 Row encoding (one JSON object per row, keys sorted by code point = UTF-8 byte order):
 
@@ -55,16 +55,16 @@ from typing import Unpack
 import asyncpg
 import msgspec
 
-from adapters.datasources.encoding import paused_gc
-from adapters.datasources.postgres_connection import close, connect
-from adapters.datasources.postgres_statements import (
+from adapters.datasources.common.encoding import paused_gc
+from adapters.datasources.postgres.connection import close, connect
+from adapters.datasources.postgres.statements import (
     DEFAULT_SCHEMA_NAME,
     DISCOVER_SQL,
     Statement,
     discovered_schema,
     select_statement,
 )
-from adapters.datasources.reader_base import (
+from adapters.datasources.common.reader_base import (
     EngineReader,
     ReaderSettings,
     discovery_failed,

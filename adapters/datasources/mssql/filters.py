@@ -1,4 +1,4 @@
-"""The filter operators on SQL Server: ``SqlServerRules`` for ``adapters.datasources.sql_filters``.
+"""The filter operators on SQL Server: ``SqlServerRules`` for ``adapters.datasources.common.sql_filters``.
 
 Text compares exactly, as on every engine, whatever the column's collation (usually
 case-insensitive on SQL Server): under ``Latin1_General_100_BIN2``, with ``NCHAR(0)`` appended to
@@ -17,9 +17,9 @@ from sqlalchemy import case, cast, literal, literal_column
 from sqlalchemy.dialects.mssql import NVARCHAR
 from sqlalchemy.sql.elements import ColumnElement
 
-from adapters.datasources.mssql_values import SPATIAL_TYPES, output
-from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, column_kind
-from adapters.datasources.sql_values import type_name
+from adapters.datasources.mssql.values import SPATIAL_TYPES, output
+from adapters.datasources.common.sql_filters import LIKE_ESCAPE, FilterRules, Kind, column_kind
+from adapters.datasources.common.sql_values import type_name
 
 
 def escape_brackets(pattern: str) -> str:

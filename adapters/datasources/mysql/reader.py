@@ -6,7 +6,7 @@ Row encoding (the common result format): ``mysql_values``.
 Extraction: one ``REPEATABLE READ`` read-only transaction with a consistent snapshot per job, each
 statement built with SQLAlchemy Core (quoted identifiers, values bound by the driver's escaping)
 and read through an unbuffered server-side cursor (``SSCursor``) in chunks of ``chunk_rows``, each
-chunk encoded by msgspec (``adapters.datasources.encoding``).
+chunk encoded by msgspec (``adapters.datasources.common.encoding``).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ import aiomysql
 import msgspec
 import pymysql
 
-from adapters.datasources.encoding import paused_gc
-from adapters.datasources.mysql_connection import close, connect
-from adapters.datasources.mysql_statements import (
+from adapters.datasources.common.encoding import paused_gc
+from adapters.datasources.mysql.connection import close, connect
+from adapters.datasources.mysql.statements import (
     DISCOVER_SQL,
     MARIADB_JSON_SQL,
     Statement,
     discovered_schema,
     select_statement,
 )
-from adapters.datasources.reader_base import (
+from adapters.datasources.common.reader_base import (
     EngineReader,
     ReaderSettings,
     discovery_failed,

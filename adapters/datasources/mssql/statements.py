@@ -21,10 +21,10 @@ from sqlalchemy.dialects.mssql.pyodbc import MSDialect_pyodbc
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, quoted_name
 
-from adapters.datasources.encoding import RowEncoder
-from adapters.datasources.mssql_filters import RULES
-from adapters.datasources.mssql_values import converter, output
-from adapters.datasources.sql_filters import filtered
+from adapters.datasources.common.encoding import RowEncoder
+from adapters.datasources.mssql.filters import RULES
+from adapters.datasources.mssql.values import converter, output
+from adapters.datasources.common.sql_filters import filtered
 from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
 from domain.schema import TableRead
 

@@ -30,9 +30,9 @@ from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.encoding import row_builder
-from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filtered
-from adapters.datasources.sql_values import Unconvertible, type_name
+from adapters.datasources.common.encoding import row_builder
+from adapters.datasources.common.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filtered
+from adapters.datasources.common.sql_values import Unconvertible, type_name
 from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
 from domain.schema import Column, Schema, Table, TableRead
 

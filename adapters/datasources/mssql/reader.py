@@ -3,7 +3,7 @@
 Connection strings and SSL modes: ``mssql_connection``. Statements and discovery:
 ``mssql_statements``. Row encoding (the common result format): ``mssql_values``. Filters:
 ``mssql_filters``. Each statement is read with ``fetchmany`` in chunks of ``chunk_rows``, each
-chunk encoded by ``adapters.datasources.encoding.RowEncoder``.
+chunk encoded by ``adapters.datasources.common.encoding.RowEncoder``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any, Unpack
 
-from adapters.datasources.mssql_connection import (
+from adapters.datasources.mssql.connection import (
     DEFAULT_DRIVER,
     MICROSOFT_DRIVER,
     connection_string,
 )
-from adapters.datasources.mssql_statements import (
+from adapters.datasources.mssql.statements import (
     DEFAULT_SCHEMA_NAME,
     Statement,
     discovery_statement,
@@ -26,7 +26,7 @@ from adapters.datasources.mssql_statements import (
     select_statement,
     table_key,
 )
-from adapters.datasources.reader_base import (
+from adapters.datasources.common.reader_base import (
     EngineReader,
     ReaderSettings,
     discovery_failed,

@@ -23,10 +23,10 @@ from sqlalchemy.sql import visitors
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import BindParameter, ClauseElement, quoted_name
 
-from adapters.datasources.encoding import RowEncoder
-from adapters.datasources.oracle_filters import RULES
-from adapters.datasources.oracle_values import converter, output
-from adapters.datasources.sql_filters import filtered
+from adapters.datasources.common.encoding import RowEncoder
+from adapters.datasources.oracle.filters import RULES
+from adapters.datasources.oracle.values import converter, output
+from adapters.datasources.common.sql_filters import filtered
 from domain.connection import Endpoint
 from domain.schema import Column, TableRead
 

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any, TypedDict, TypeVar
 
-from adapters.datasources.encoding import RowEncoder, paused_gc
+from adapters.datasources.common.encoding import RowEncoder, paused_gc
 from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import DatasourceReader, RowChunk
 from domain.errors import FetcherError

@@ -28,16 +28,16 @@ from sqlalchemy.dialects.mysql.base import MySQLDialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.encoding import row_factory
-from adapters.datasources.mysql_values import BOOLEAN_TYPES, SPATIAL_TYPES, output
-from adapters.datasources.sql_filters import (
+from adapters.datasources.common.encoding import row_factory
+from adapters.datasources.mysql.values import BOOLEAN_TYPES, SPATIAL_TYPES, output
+from adapters.datasources.common.sql_filters import (
     LIKE_ESCAPE,
     FilterRules,
     Kind,
     column_kind,
     filtered,
 )
-from adapters.datasources.sql_values import Unconvertible, type_name
+from adapters.datasources.common.sql_values import Unconvertible, type_name
 from domain.connection import Endpoint
 from domain.schema import Column, Schema, Table, TableRead
 

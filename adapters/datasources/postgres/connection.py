@@ -12,7 +12,7 @@ import ssl
 
 import asyncpg
 
-from adapters.datasources.tls import client_context, load_client_certificate
+from adapters.datasources.common.tls import client_context, load_client_certificate
 from application.errors import DatasourceUnavailable, InvalidSslMode
 from domain.connection import Endpoint
 from domain.errors import FetcherError

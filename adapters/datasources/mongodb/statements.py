@@ -1,6 +1,6 @@
 """The ten filter operators of reference §4.2 as one MongoDB query document.
 
-The meaning is the SQL engines' (``adapters.datasources.sql_filters``), not the reference's
+The meaning is the SQL engines' (``adapters.datasources.common.sql_filters``), not the reference's
 MongoDB quirks: every operator of a field applies (several operators on one field are AND-ed, and
 two that would write the same key, such as ``between`` and ``gte``, go into ``$and`` instead of
 overwriting each other); ``eq`` with several values and ``in`` both apply; ``ne`` and ``nin`` never
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from adapters.datasources.mongo_values import CONVERTERS, DATE_RE, EXPECTED, Unconvertible
+from adapters.datasources.mongodb.values import CONVERTERS, DATE_RE, EXPECTED, Unconvertible
 from domain.errors import InvalidRequest
 
 ORDER: tuple[str, ...] = ("eq", "gt", "gte", "lt", "lte", "between", "in", "nin", "ne", "like")

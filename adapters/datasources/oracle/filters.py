@@ -1,4 +1,4 @@
-"""The filter operators on Oracle: ``OracleRules`` for ``adapters.datasources.sql_filters``.
+"""The filter operators on Oracle: ``OracleRules`` for ``adapters.datasources.common.sql_filters``.
 
 Text compares exactly, as on every engine: a bound string against ``VARCHAR2`` compares without
 blank padding, and binary, since every extraction session runs ``SESSION_SQL`` first, setting
@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import String, cast, func
 from sqlalchemy.sql.elements import ColumnElement
 
-from adapters.datasources.oracle_values import LOB_TEXT, TZ_TYPES, base_type
-from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, column_kind
-from adapters.datasources.sql_values import Unconvertible
+from adapters.datasources.oracle.values import LOB_TEXT, TZ_TYPES, base_type
+from adapters.datasources.common.sql_filters import LIKE_ESCAPE, FilterRules, Kind, column_kind
+from adapters.datasources.common.sql_values import Unconvertible
 
 # Run first in every extraction session: OracleRules rely on binary text comparison, whatever
 # the instance parameters or a logon trigger set.

@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Select, String, and_, cast, literal, or_
 from sqlalchemy.sql.elements import ColumnElement
 
-from adapters.datasources.sql_values import (
+from adapters.datasources.common.sql_values import (
     DATE_RE,
     EXPECTED,
     Kind,

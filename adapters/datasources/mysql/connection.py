@@ -17,8 +17,8 @@ import ssl
 import aiomysql
 from pymysql.constants import CLIENT
 
-from adapters.datasources.mysql_values import DECODERS
-from adapters.datasources.tls import client_context, load_client_certificate
+from adapters.datasources.mysql.values import DECODERS
+from adapters.datasources.common.tls import client_context, load_client_certificate
 from application.errors import DatasourceUnavailable, InvalidSslMode
 from domain.connection import Endpoint
 

@@ -5,7 +5,7 @@ Connection arguments and SSL modes: ``oracle_connection``. Discovery and stateme
 ``oracle_statements``. Row encoding (the common result format): ``oracle_values``. Filters:
 ``oracle_filters``; every extraction session first runs its ``SESSION_SQL`` (binary text
 comparison). Each statement is read with ``fetchmany`` in chunks of ``chunk_rows``, each chunk
-encoded by ``adapters.datasources.encoding.RowEncoder``.
+encoded by ``adapters.datasources.common.encoding.RowEncoder``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import cast as typing_cast
 
 import oracledb
 
-from adapters.datasources.oracle_connection import connect_arguments
-from adapters.datasources.oracle_filters import SESSION_SQL
-from adapters.datasources.oracle_statements import (
+from adapters.datasources.oracle.connection import connect_arguments
+from adapters.datasources.oracle.filters import SESSION_SQL
+from adapters.datasources.oracle.statements import (
     OracleColumn,
     Statement,
     discovery_statement,
@@ -28,8 +28,8 @@ from adapters.datasources.oracle_statements import (
     select_statement,
     table_key,
 )
-from adapters.datasources.oracle_values import column_type, output_type_handler
-from adapters.datasources.reader_base import (
+from adapters.datasources.oracle.values import column_type, output_type_handler
+from adapters.datasources.common.reader_base import (
     EngineReader,
     discovery_failed,
     encoded_chunks,

@@ -9,7 +9,7 @@ field is asked for (the ``["*"]`` wildcard) documents come whole, with the field
 Documents stream in batches of ``chunk_rows``. Every row has every requested field (``null`` when
 the document lacks it).
 
-BSON values in the result (otherwise as ``adapters.datasources.encoding``):
+BSON values in the result (otherwise as ``adapters.datasources.common.encoding``):
 
 ===================  ===========================================================================
 BSON type            JSON value
@@ -44,11 +44,11 @@ from bson.dbref import DBRef
 from pymongo import AsyncMongoClient
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
-from adapters.datasources.encoding import paused_gc
-from adapters.datasources.mongo_connection import new_client
-from adapters.datasources.mongo_filters import mongo_filter
-from adapters.datasources.mongo_schema import sampled_table
-from adapters.datasources.reader_base import EngineReader, ReaderSettings
+from adapters.datasources.common.encoding import paused_gc
+from adapters.datasources.mongodb.connection import new_client
+from adapters.datasources.mongodb.statements import mongo_filter
+from adapters.datasources.mongodb.schema import sampled_table
+from adapters.datasources.common.reader_base import EngineReader, ReaderSettings
 from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
 from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
