@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from adapters.datasources.mssql.reader import SqlServerReader
 from adapters.datasources.mssql.connection import DEFAULT_DRIVER
+from adapters.datasources.mssql.reader import SqlServerReader
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
@@ -30,7 +30,13 @@ from tests.integration.live_servers import (
     endpoint_from_url,
     wait_until_ready,
 )
-from tests.integration.reader_helpers import endpoint_with, extract_rows, parse, table_read
+from tests.integration.reader_helpers import (
+    endpoint_with,
+    extract,
+    extract_rows,
+    parse,
+    table_read,
+)
 
 SKIP_REASON = "no SQL Server reachable: set FETCHER_TEST_MSSQL_URL or run a Docker engine"
 DATABASE = "fetcher_ds_test"
@@ -238,7 +244,7 @@ async def test_row_objects_have_sorted_keys(reader: SqlServerReader, endpoint: E
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_types"]
     read = TableRead("ds_types", table, table.columns)
-    [chunk] = [c async for c in reader.extract(endpoint, [read])]
+    [chunk] = [c async for c in extract(reader, endpoint, [read])]
     first = json.loads(b"[" + chunk.data + b"]", object_pairs_hook=lambda pairs: pairs)[0]
     assert [key for key, _ in first] == sorted(key for key, _ in first)
 
@@ -256,7 +262,7 @@ async def test_large_table_streams_in_chunks(endpoint: Endpoint) -> None:
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_big"]
     read = TableRead("ds_big", table, table.columns)
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
     rows = [row for chunk in chunks for row in parse(chunk)]
     assert sorted(r["id"] for r in rows) == list(range(1, 25_001))
@@ -267,7 +273,7 @@ async def test_empty_table_yields_nothing(reader: SqlServerReader, endpoint: End
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_empty"]
     read = TableRead("ds_empty", table, table.columns)
-    assert [c async for c in reader.extract(endpoint, [read])] == []
+    assert [c async for c in extract(reader, endpoint, [read])] == []
 
 
 async def test_query_failure_is_datasource_query_failed(
@@ -275,7 +281,7 @@ async def test_query_failure_is_datasource_query_failed(
 ) -> None:
     gone = Table(schema="dbo", name="ds_no_such_table", columns=(Column("id", "bigint"),))
     with pytest.raises(DatasourceQueryFailed):
-        [c async for c in reader.extract(endpoint, [TableRead("gone", gone, gone.columns)])]
+        [c async for c in extract(reader, endpoint, [TableRead("gone", gone, gone.columns)])]
 
 
 # --- filter -----------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from typing import Any
 import oracledb
 import pytest
 
-from adapters.datasources.oracle.reader import OracleReader
 from adapters.datasources.oracle.connection import SERVICE_NAME_REQUIRED
+from adapters.datasources.oracle.reader import OracleReader
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
@@ -27,7 +27,13 @@ from tests.integration.live_servers import (
     endpoint_from_url,
     wait_until_ready,
 )
-from tests.integration.reader_helpers import endpoint_with, extract_rows, parse, table_read
+from tests.integration.reader_helpers import (
+    endpoint_with,
+    extract,
+    extract_rows,
+    parse,
+    table_read,
+)
 
 SKIP_REASON = "no Oracle reachable: set FETCHER_TEST_ORACLE_URL or run a Docker engine"
 IMAGE = "gvenzl/oracle-free:slim-faststart"
@@ -247,7 +253,7 @@ async def test_large_table_streams_in_chunks(reader: OracleReader, endpoint: End
     schema = await reader.discover(endpoint, [])
     table = schema.tables["DS_BIG"]
     read = TableRead("DS_BIG", table, table.columns)
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
     rows = [row for chunk in chunks for row in parse(chunk)]
     assert sorted(r["ID"] for r in rows) == list(range(1, 25_001))
@@ -257,7 +263,7 @@ async def test_empty_table_yields_nothing(reader: OracleReader, endpoint: Endpoi
     schema = await reader.discover(endpoint, [])
     table = schema.tables["DS_EMPTY"]
     read = TableRead("DS_EMPTY", table, table.columns)
-    assert [c async for c in reader.extract(endpoint, [read])] == []
+    assert [c async for c in extract(reader, endpoint, [read])] == []
 
 
 async def test_query_failure_is_datasource_query_failed(
@@ -265,7 +271,7 @@ async def test_query_failure_is_datasource_query_failed(
 ) -> None:
     gone = Table(schema=None, name="DS_NO_SUCH_TABLE", columns=(Column("ID", "number"),))
     with pytest.raises(DatasourceQueryFailed):
-        [c async for c in reader.extract(endpoint, [TableRead("GONE", gone, gone.columns)])]
+        [c async for c in extract(reader, endpoint, [TableRead("GONE", gone, gone.columns)])]
 
 
 # --- filter -----------------------------------------------------------------------------------

@@ -168,12 +168,9 @@ async def test_guarded_reader_extracts_through_the_pinned_address():
         inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
     )
     table = Table(None, "t", (Column("id", "integer"),))
-    chunks = [
-        c
-        async for c in reader.extract(
-            _endpoint("db.example.com"), [TableRead("t", table, table.columns)]
-        )
-    ]
+    endpoint = _endpoint("db.example.com")
+    prepared = reader.prepare(endpoint, [TableRead("t", table, table.columns)])
+    chunks = [c async for c in reader.stream(endpoint, prepared)]
     assert [c.data for c in chunks] == [b'{"id":1}']
 
 

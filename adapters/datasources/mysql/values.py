@@ -1,7 +1,7 @@
 """MySQL / MariaDB values in the common result format: the driver's decoders and what each
 column type is selected as.
 
-Row encoding (the common result format, see ``postgres.py``):
+Row encoding (the common result format, as ``adapters.datasources.postgres.values``):
 
 =================================  ==============================================================
 MySQL / MariaDB type               JSON value

@@ -1,53 +1,16 @@
 """PostgreSQL datasource reader on asyncpg: connection test, discovery, streamed extraction.
 
-Connection and SSL modes: ``postgres_connection``. Discovery, statements and filters:
-``postgres_statements``. Statements run on asyncpg directly: one ``REPEATABLE READ READ ONLY``
-transaction per extraction (all tables of a job see one snapshot), a server-side cursor read in
-chunks of ``chunk_rows``, each chunk encoded by msgspec through a struct type built once per
-table (``adapters.datasources.common.encoding``).
-
-Row encoding (one JSON object per row, keys sorted by code point = UTF-8 byte order):
-
-=============================  ===================================================================
-PostgreSQL type                JSON value
-=============================  ===================================================================
-smallint, integer, bigint      number (exact digits)
-numeric / decimal              string with the exact digits (``"12.50"``, ``"NaN"``)
-real, double precision         number, shortest round-trip; NaN/±Infinity as ``"NaN"``,
-                               ``"Infinity"``, ``"-Infinity"``
-boolean                        ``true`` / ``false``
-text, varchar, char, name      string
-date                           ``"YYYY-MM-DD"``
-timestamp with time zone       RFC 3339 in UTC, ``"2024-01-02T03:04:05Z"``; fractions as 6 digits
-                               when non-zero (``"...05.120000Z"``)
-timestamp without time zone    read as UTC, same form as above
-time [with time zone]          ``"HH:MM:SS[.ffffff]"`` [+ offset]
-uuid                           canonical lower-case string
-bytea                          standard base64 string
-json, jsonb                    embedded as JSON, server text copied verbatim (never parsed)
-arrays (of the types above)    JSON arrays (nested for several dimensions); timestamp arrays as
-                               UTC; arrays of any other element type as arrays of strings
-interval                       ISO 8601 duration string (``"P1Y2M3DT4H5M6.5S"``), exact months
-anything else                  PostgreSQL's text form (money, inet, ranges, enums, geometric,
-                               bit strings, xml, user types, ...)
-NULL                           ``null``
-=============================  ===================================================================
-
-Limits of the driver's date/time mapping: ``±infinity`` timestamps come out as
-``9999-12-31T23:59:59.999999`` / ``0001-01-01T00:00:00`` (no ``Z``), ``infinity`` dates as
-``9999-12-31``; BC dates and ``24:00:00`` times cannot be read and fail the query.
-
-Strings are plain JSON escapes (msgspec): non-ASCII is raw UTF-8, ``<>&`` are not escaped.
-Tables without rows yield nothing (reference §10.3 item 26).
-
-Filters (``sql_filters`` with ``PostgresRules``) mean the same as on every engine: text compares
-exactly and orders by code point (``COLLATE "C"``), ``like`` is case-sensitive.
+Connection and SSL modes: ``connection``. Discovery, statements and filters: ``statements``.
+Values in the common result format: ``values``. Statements run on asyncpg directly: one
+``REPEATABLE READ READ ONLY`` transaction per extraction (all tables of a job see one snapshot), a
+server-side cursor read in chunks of ``chunk_rows``, each chunk encoded by msgspec through a
+struct type built once per table (``adapters.datasources.common.encoding``). Tables without rows
+yield nothing (reference §10.3 item 26).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from itertools import starmap
 from typing import Unpack
@@ -56,7 +19,13 @@ import asyncpg
 import msgspec
 
 from adapters.datasources.common.encoding import paused_gc
-from adapters.datasources.postgres.connection import close, connect
+from adapters.datasources.common.reader_base import (
+    EngineReader,
+    ReaderSettings,
+    discovery_failed,
+    on_connection,
+)
+from adapters.datasources.postgres.connection import close, connect, unavailable
 from adapters.datasources.postgres.statements import (
     DEFAULT_SCHEMA_NAME,
     DISCOVER_SQL,
@@ -64,15 +33,9 @@ from adapters.datasources.postgres.statements import (
     discovered_schema,
     select_statement,
 )
-from adapters.datasources.common.reader_base import (
-    EngineReader,
-    ReaderSettings,
-    discovery_failed,
-    on_connection,
-    unavailable,
-)
+from adapters.datasources.postgres.values import register_codecs
 from application.errors import DatasourceQueryFailed
-from application.ports.datasource_reader import RowChunk
+from application.ports.datasource_reader import PreparedReads, RowChunk
 from domain.connection import Endpoint
 from domain.schema import Schema, TableRead
 
@@ -82,16 +45,8 @@ _BEGIN_SQL = (
     "SET LOCAL extra_float_digits TO 3"
 )
 
-_FLOAT_TYPES = frozenset({"real", "double precision", "_float4", "_float8"})
-_JSON_TYPES = frozenset({"json", "jsonb", "_json", "_jsonb"})
 
-
-def _float_or_text(text: str) -> float | str:
-    value = float(text)
-    return value if math.isfinite(value) else text
-
-
-class PostgresReader(EngineReader):
+class PostgresReader(EngineReader[Statement]):
     """Reads PostgreSQL datasources. Holds no connection between calls."""
 
     def __init__(self, **settings: Unpack[ReaderSettings]) -> None:
@@ -118,25 +73,20 @@ class PostgresReader(EngineReader):
         )
         return discovered_schema(records)
 
-    def _statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
+    def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
         return select_statement(endpoint, read)
 
-    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
-        """Builds every statement now (a filter value that does not convert raises
-        ``InvalidRequest`` here, before any I/O), then streams them."""
-        statements = [s for s in (select_statement(endpoint, r) for r in reads) if s is not None]
-        types = {c.data_type for read in reads for c in read.columns}
-        return self._run(endpoint, statements, types)
-
-    async def _run(
-        self, endpoint: Endpoint, statements: list[Statement], types: set[str]
+    async def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
     ) -> AsyncGenerator[RowChunk, None]:
+        statements = prepared.steps
         if not statements:
             return
+        types: set[str] = set().union(*(statement.types for statement in statements))
         connection = await connect(endpoint, self._connect_timeout)
         try:
             try:
-                await self._register_codecs(connection, types)
+                await register_codecs(connection, types)
                 await connection.execute(_BEGIN_SQL, timeout=self._query_timeout)
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
                 raise DatasourceQueryFailed() from error
@@ -146,19 +96,6 @@ class PostgresReader(EngineReader):
                         yield chunk
         finally:
             await close(connection)
-
-    @staticmethod
-    async def _register_codecs(connection: asyncpg.Connection, types: set[str]) -> None:
-        if types & _FLOAT_TYPES:
-            for name in ("float4", "float8"):
-                await connection.set_type_codec(
-                    name, schema="pg_catalog", encoder=repr, decoder=_float_or_text, format="text"
-                )
-        if types & _JSON_TYPES:
-            for name in ("json", "jsonb"):
-                await connection.set_type_codec(
-                    name, schema="pg_catalog", encoder=str, decoder=msgspec.Raw, format="text"
-                )
 
     async def _stream(
         self, connection: asyncpg.Connection, statement: Statement

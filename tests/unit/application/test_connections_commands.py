@@ -12,7 +12,7 @@ import pytest
 from adapters.security.host_guard import NetworkHostGuard
 from application.commands.connection_input import ConnectionPatch, SslInput
 from application.connections import internal_id
-from application.errors import DatasourceUnavailable, ForbiddenHost
+from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenHost
 from domain.connection import Connection, DatabaseType
 from domain.errors import FetcherError
 from tests.unit.application.connection_kit import make_kit, pg_input
@@ -281,7 +281,9 @@ async def test_check_failures(kit, app):
         "Check credentials and network access."
     )
     app.reader.database("db.local", "pgsql").fail_connect = False
-    untrusted = DatasourceUnavailable("failed to connect to datasource")
+    untrusted = DatasourceUnavailable(
+        "failed to connect to datasource", reason=ConnectFailure.CERTIFICATE_NOT_VERIFIED
+    )
     untrusted.__cause__ = ssl.SSLCertVerificationError("certificate verify failed")
     kit.reader.errors["test"] = untrusted
     error = await raises(kit.services.check(created.id), "FET-1041")
