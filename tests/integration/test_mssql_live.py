@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -24,12 +23,7 @@ from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
-from tests.integration.live_servers import (
-    container,
-    docker_reachable,
-    endpoint_from_url,
-    wait_until_ready,
-)
+from tests.integration.live_servers import mssql_execute, sql_server
 from tests.integration.reader_helpers import (
     endpoint_with,
     extract,
@@ -38,10 +32,7 @@ from tests.integration.reader_helpers import (
     table_read,
 )
 
-SKIP_REASON = "no SQL Server reachable: set FETCHER_TEST_MSSQL_URL or run a Docker engine"
 DATABASE = "fetcher_ds_test"
-IMAGE = "mcr.microsoft.com/mssql/server:2022-latest"
-SA_PASSWORD = "Fetcher-test-1"  # a throw-away container's password, not a secret
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 SETUP = [
@@ -86,41 +77,17 @@ SETUP = [
 ]
 
 
-async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
-    import aioodbc
-
-    from adapters.datasources.mssql.connection import connection_string
-
-    driver = endpoint.options.get("driver") or SqlServerReader().driver()
-    async with aioodbc.connect(dsn=connection_string(endpoint, driver), autocommit=True) as conn:
-        for sql in statements:
-            cursor = await conn.execute(sql)
-            await cursor.close()
-
-
 def _prepare(admin: Endpoint) -> Endpoint:
     create = f"IF DB_ID('{DATABASE}') IS NULL CREATE DATABASE {DATABASE}"
-    asyncio.run(_execute(admin, [create]))
+    asyncio.run(mssql_execute(admin, [create]))
     target = endpoint_with(admin, database_name=DATABASE)
-    asyncio.run(_execute(target, SETUP))
+    asyncio.run(mssql_execute(target, SETUP))
     return target
 
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
-    url = os.environ.get("FETCHER_TEST_MSSQL_URL")
-    if url:
-        yield _prepare(endpoint_from_url(url, DatabaseType.SQL_SERVER))
-        return
-    if not docker_reachable():
-        pytest.skip(SKIP_REASON)
-    env = {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": SA_PASSWORD}
-    with container(IMAGE, 1433, env) as (host, port):
-        admin = Endpoint(
-            type=DatabaseType.SQL_SERVER, host=host, port=port, database_name="master",
-            user_name="sa", password=SA_PASSWORD,
-        )  # fmt: skip
-        wait_until_ready(lambda: SqlServerReader().test(admin, 5), 180)
+    with sql_server() as admin:
         yield _prepare(admin)
 
 

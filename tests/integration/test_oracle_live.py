@@ -8,25 +8,19 @@ when a Docker engine is reachable; otherwise the tests are skipped.
 
 from __future__ import annotations
 
-import os
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import oracledb
 import pytest
 
 from adapters.datasources.oracle.connection import SERVICE_NAME_REQUIRED
 from adapters.datasources.oracle.reader import OracleReader
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
-from domain.connection import DatabaseType, Endpoint
+from domain.connection import Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
-from tests.integration.live_servers import (
-    container,
-    docker_reachable,
-    endpoint_from_url,
-    wait_until_ready,
-)
+from tests.integration.live_servers import oracle_execute, oracle_server
 from tests.integration.reader_helpers import (
     endpoint_with,
     extract,
@@ -35,9 +29,6 @@ from tests.integration.reader_helpers import (
     table_read,
 )
 
-SKIP_REASON = "no Oracle reachable: set FETCHER_TEST_ORACLE_URL or run a Docker engine"
-IMAGE = "gvenzl/oracle-free:slim-faststart"
-APP_PASSWORD = "fetcher-test"  # a throw-away container's password, not a secret
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 _DROP = """BEGIN
@@ -85,44 +76,10 @@ SETUP = [
 ]
 
 
-async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
-    connection = await oracledb.connect_async(
-        user=endpoint.user_name, password=endpoint.password, host=endpoint.host,
-        port=endpoint.port, service_name=endpoint.options["serviceName"],
-    )  # fmt: skip
-    try:
-        with connection.cursor() as cursor:
-            for sql in statements:
-                await cursor.execute(sql)
-        await connection.commit()
-    finally:
-        await connection.close()
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
-    import asyncio
-
-    url = os.environ.get("FETCHER_TEST_ORACLE_URL")
-    if url:
-        target = endpoint_from_url(url, DatabaseType.ORACLE)
-        asyncio.run(_execute(target, SETUP))
-        yield target
-        return
-    if not docker_reachable():
-        pytest.skip(SKIP_REASON)
-    env = {
-        "ORACLE_PASSWORD": APP_PASSWORD,
-        "APP_USER": "fetcher",
-        "APP_USER_PASSWORD": APP_PASSWORD,
-    }
-    with container(IMAGE, 1521, env) as (host, port):
-        target = Endpoint(
-            type=DatabaseType.ORACLE, host=host, port=port, database_name="FREEPDB1",
-            user_name="fetcher", password=APP_PASSWORD, options={"serviceName": "FREEPDB1"},
-        )  # fmt: skip
-        wait_until_ready(lambda: OracleReader().test(target, 5), 300)
-        asyncio.run(_execute(target, SETUP))
+    with oracle_server() as target:
+        asyncio.run(oracle_execute(target, SETUP))
         yield target
 
 

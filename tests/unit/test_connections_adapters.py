@@ -174,6 +174,27 @@ async def test_guarded_reader_extracts_through_the_pinned_address():
     assert [c.data for c in chunks] == [b'{"id":1}']
 
 
+async def test_guarded_reader_checks_the_host_when_the_stream_starts_before_the_engine_dials():
+    class Streams(InMemoryDatasourceReader):
+        streamed: list[str] = []
+
+        def stream(self, endpoint, prepared):
+            self.streamed.append(endpoint.host)
+            return super().stream(endpoint, prepared)
+
+    inner = Streams()
+    inner.database("db.example.com", "app").tables["t"] = MemoryTable(columns=[("id", "integer")])
+    reader = GuardedDatasourceReader(inner, NetworkHostGuard(resolver({})))
+    table = Table(None, "t", (Column("id", "integer"),))
+    endpoint = _endpoint("localhost")
+    prepared = reader.prepare(endpoint, [TableRead("t", table, table.columns)])
+    stream = reader.stream(endpoint, prepared)
+    assert inner.streamed == []
+    with pytest.raises(ForbiddenHost):
+        await anext(stream)
+    assert inner.streamed == []
+
+
 # --- token bucket ---------------------------------------------------------------------------
 
 
