@@ -14,7 +14,7 @@ from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard, is_blocked_address, system_resolver
 from application.connections import TrustedEndpoint
-from application.errors import DatasourceUnavailable, ForbiddenHost
+from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenHost
 from application.ports.schema_cache import SchemaKey
 from domain.connection import DatabaseType, Endpoint
 from domain.schema import Column, Schema, Table, TableRead
@@ -94,8 +94,9 @@ async def test_pin_returns_the_checked_address():
 
 async def test_pin_refuses_to_dial_a_name_that_does_not_resolve():
     guard = NetworkHostGuard(resolver({}))
-    with pytest.raises(DatasourceUnavailable):
+    with pytest.raises(DatasourceUnavailable) as caught:
         await guard.pin("nowhere.example", 5432)
+    assert caught.value.reason is ConnectFailure.HOST_NOT_RESOLVED
 
 
 async def test_system_resolver_resolves_loopback_names():
