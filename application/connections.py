@@ -4,13 +4,11 @@ dialable endpoints, and the errors the connection use cases share."""
 from __future__ import annotations
 
 import logging
-import socket
-import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from uuid import UUID, uuid5
 
-from application.errors import CredentialKeyMissing
+from application.errors import ConnectFailure, CredentialKeyMissing, DatasourceError
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher
 from domain import error_catalogue as catalogue
@@ -46,51 +44,16 @@ class ConnectionTestFailed(FetcherError):
 
     @classmethod
     def caused_by(cls, error: BaseException) -> ConnectionTestFailed:
-        hint = connect_failure_hint(error)
-        return cls(f"{cls.default_message} Cause: {hint}." if hint else None)
+        """The error for a failed test, with the cause the adapter recognised (a timeout of the
+        test itself is one) appended to the reference's text."""
+        reason = error.reason if isinstance(error, DatasourceError) else None
+        if reason is None and isinstance(error, TimeoutError):
+            reason = ConnectFailure.TIMED_OUT
+        return cls(f"{cls.default_message} Cause: {reason.value}." if reason else None)
 
 
 class SchemaRetrievalFailed(FetcherError):
     entry = catalogue.SCHEMA_RETRIEVAL_FAILED
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def connect_failure_hint(error: BaseException) -> str | None:
-    """A short, secret-free reason for a failed connection, read from the exception chain
-    (driver exceptions are kept there by the adapters). None when nothing specific is known."""
-    for cause in _chain(error):
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            return "the server certificate could not be verified"
-        if isinstance(cause, ssl.SSLError):
-            return "the TLS handshake failed"
-        if isinstance(cause, socket.gaierror):
-            return "the host name could not be resolved"
-        if isinstance(cause, ConnectionRefusedError):
-            return "the connection was refused"
-        if isinstance(cause, TimeoutError):
-            return "the connection timed out"
-        sqlstate = str(getattr(cause, "sqlstate", "") or "")
-        if sqlstate.startswith("28") or _mysql_error(cause) in (1044, 1045, 1698):
-            return "authentication failed"
-        if sqlstate == "3D000" or _mysql_error(cause) == 1049:
-            return "the database does not exist"
-    return None
-
-
-def _mysql_error(error: BaseException) -> int | None:
-    """The server error number of a MySQL driver error (PyMySQL puts it first in ``args``)."""
-    if not type(error).__module__.startswith("pymysql") or not error.args:
-        return None
-    number = error.args[0]
-    return number if isinstance(number, int) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Planning an extraction: discover each datasource's schema and check the request against it.
+"""Planning an extraction: discover each datasource's schema, check the request against it and
+prepare the reads (``DatasourceReader.prepare``) that the run then streams.
 
 Every mismatch fails the job before any row is read, with the reference's prefix
 (``engine extraction: engine: [validation] ...``) and a ``FET-0401 - <detail>`` naming the
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
-from application.ports.datasource_reader import DatasourceReader
+from application.ports.datasource_reader import DatasourceReader, PreparedReads
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, Endpoint
 from domain.errors import ExtractionFailed, InvalidRequest
@@ -53,9 +54,13 @@ def _operators(condition: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DatasourcePlan:
+    """One datasource of a job: where to read (``endpoint``, secrets included: never log it),
+    what (``reads``), and the reads as the reader prepared them, ready to stream."""
+
     config_name: str
     endpoint: Endpoint
     reads: tuple[TableRead, ...]
+    prepared: PreparedReads[Any]
 
 
 def _merged_tables(
@@ -138,28 +143,19 @@ def build_reads(
     return tuple(reads)
 
 
-async def _check_filter_values(
+def _prepared(
     config_name: str, endpoint: Endpoint, reads: Sequence[TableRead], reader: DatasourceReader
-) -> None:
-    """Fails now, naming the datasource, if a filter value does not convert to its column type.
-
-    The SQL readers build their statements (converting every filter value) when ``extract`` is
-    called, before any I/O; the stream is closed unread.
-    """
-    filtered = [read for read in reads if read.filters]
-    if not filtered:
-        return
+) -> PreparedReads[Any]:
+    """The reads as the reader builds them (no I/O); a filter value that does not convert to its
+    column type fails now, naming the datasource."""
     try:
-        stream = reader.extract(endpoint, filtered)
+        return reader.prepare(endpoint, reads)
     except InvalidRequest as error:
         raise ExtractionError(
             "validation",
             "invalid filter value",
             f"{INVALID_REQUEST} - in datasource '{config_name}', {error.message}",
         ) from error
-    close = getattr(stream, "aclose", None)
-    if close is not None:
-        await close()
 
 
 async def plan_datasource(
@@ -183,5 +179,7 @@ async def plan_datasource(
         )
         raise ExtractionError("unavailable", message) from error
     reads = build_reads(config_name, connection, schema, tables, filters)
-    await _check_filter_values(config_name, endpoint, reads, reader)
-    return DatasourcePlan(config_name=config_name, endpoint=endpoint, reads=reads)
+    prepared = _prepared(config_name, endpoint, reads, reader)
+    return DatasourcePlan(
+        config_name=config_name, endpoint=endpoint, reads=reads, prepared=prepared
+    )

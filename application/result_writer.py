@@ -80,7 +80,7 @@ async def _stream_datasource(
     await emit(b"{")
     current: str | None = None
     try:
-        async for chunk in reader.extract(plan.endpoint, plan.reads):
+        async for chunk in reader.stream(plan.endpoint, plan.prepared):
             if chunk.result_key != current:
                 opener = b"],%s:[" if current is not None else b"%s:["
                 await emit(opener % _key(chunk.result_key))

@@ -1,4 +1,5 @@
-"""Read+encode throughput of ``PostgresReader.extract`` against a plain asyncpg cursor baseline.
+"""Read+encode throughput of ``PostgresReader`` (prepare, then stream) against a plain asyncpg
+cursor baseline.
 
 Creates (once) a table of the shape in ``/work/shared/notes/performance.md`` (bigint, text email,
 numeric(18,2), timestamptz, boolean, text NULL 30 %, uuid) in a local test database, then runs
@@ -10,7 +11,8 @@ Variants:
   baseline        asyncpg server-side cursor, ``fetch(10000)`` chunks of ``SELECT *``, rows
                   counted and dropped (GC on)
   baseline_gc_paused  the same with the cyclic GC paused
-  extract         ``PostgresReader.extract`` (struct per table, GC paused), bytes counted
+  extract         ``PostgresReader.prepare`` + ``stream`` (struct per table, GC paused),
+                  bytes counted
   dict_gc_paused  same cursor loop, ``dict(zip(...))`` per row + msgspec, GC paused
   struct_gc_on    same cursor loop, struct per table + msgspec, GC left on
 
@@ -42,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 import msgspec
 
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.postgres.reader import PostgresReader
 from domain.connection import DatabaseType, Endpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -118,7 +120,8 @@ async def run_baseline(pause: bool) -> tuple[int, int]:
 async def run_extract() -> tuple[int, int]:
     read = await table_read()
     rows = size = 0
-    async for chunk in PostgresReader(chunk_rows=CHUNK).extract(endpoint(), [read]):
+    reader, target = PostgresReader(chunk_rows=CHUNK), endpoint()
+    async for chunk in reader.stream(target, reader.prepare(target, [read])):
         rows += chunk.rows
         size += len(chunk.data) + 1
     return rows, size
@@ -127,7 +130,7 @@ async def run_extract() -> tuple[int, int]:
 async def run_loop(kind: str) -> tuple[int, int]:
     read = await table_read()
     reader = PostgresReader(chunk_rows=CHUNK)
-    statement = reader._statement(endpoint(), read)
+    statement = reader.statement(endpoint(), read)
     assert statement is not None
     names = sorted(c.name for c in read.columns)
     encode = msgspec.json.Encoder().encode

@@ -155,27 +155,27 @@ def datasource_engines() -> dict[DatabaseType, Callable[[], DatasourceReader]]:
     """The engine adapter of each database type this build can read, built on first use."""
 
     def postgres() -> DatasourceReader:
-        from adapters.datasources.postgres import PostgresReader
+        from adapters.datasources.postgres.reader import PostgresReader
 
         return PostgresReader()
 
     def mysql() -> DatasourceReader:
-        from adapters.datasources.mysql import MySqlReader
+        from adapters.datasources.mysql.reader import MySqlReader
 
         return MySqlReader()
 
     def sql_server() -> DatasourceReader:
-        from adapters.datasources.mssql import SqlServerReader
+        from adapters.datasources.mssql.reader import SqlServerReader
 
         return SqlServerReader()
 
     def oracle() -> DatasourceReader:
-        from adapters.datasources.oracle import OracleReader
+        from adapters.datasources.oracle.reader import OracleReader
 
         return OracleReader()
 
     def mongodb() -> DatasourceReader:
-        from adapters.datasources.mongodb import MongoReader
+        from adapters.datasources.mongodb.reader import MongoReader
 
         return MongoReader()
 

@@ -6,9 +6,10 @@ drivers it actually needs (each costs several MiB of memory)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
 
 from application.errors import DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from domain.connection import DatabaseType, Endpoint
 from domain.schema import Schema, TableRead
 
@@ -17,13 +18,6 @@ class EngineRegistry(DatasourceReader):
     def __init__(self, factories: Mapping[DatabaseType, Callable[[], DatasourceReader]]) -> None:
         self._factories = dict(factories)
         self._engines: dict[DatabaseType, DatasourceReader] = {}
-
-    @classmethod
-    def of(cls, readers: Mapping[DatabaseType, DatasourceReader]) -> EngineRegistry:
-        """A registry of readers that are already built."""
-        registry = cls({db_type: (lambda r=reader: r) for db_type, reader in readers.items()})
-        registry._engines.update(readers)
-        return registry
 
     @property
     def types(self) -> frozenset[DatabaseType]:
@@ -44,5 +38,8 @@ class EngineRegistry(DatasourceReader):
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         return await self._engine(endpoint).discover(endpoint, scope)
 
-    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
-        return self._engine(endpoint).extract(endpoint, reads)
+    def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[Any]:
+        return self._engine(endpoint).prepare(endpoint, reads)
+
+    def stream(self, endpoint: Endpoint, prepared: PreparedReads[Any]) -> AsyncIterator[RowChunk]:
+        return self._engine(endpoint).stream(endpoint, prepared)

@@ -1,20 +1,28 @@
 """An in-memory datasource: tables as Python rows, filters evaluated in plain Python.
 
 Deterministic and keyed like the real engines (normalised table names, rows in insertion
-order). Failures can be injected per stage for tests.
+order). ``prepare`` checks filters as the SQL engines do: the field must be a column, ``null``
+only in ``eq``/``ne``/``in``/``nin``, and every value is converted by the column's type with the
+SQL engines' rules (``adapters.datasources.common.sql_values``); the rows are then matched
+against the converted values. Failures can be injected per stage for tests.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from adapters.datasources.common.sql_values import EXPECTED, Unconvertible, column_kind, convert
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from domain.connection import Endpoint
+from domain.errors import InvalidRequest
+from domain.request import OPERATORS
 from domain.schema import Column, Schema, Table, TableRead
+
+_NULL_OPS = frozenset({"eq", "in", "ne", "nin"})
 
 
 def matches(op: str, values: Sequence[Any], actual: Any) -> bool:
@@ -96,16 +104,25 @@ class InMemoryDatasourceReader(DatasourceReader):
             }
         )
 
-    async def extract(
-        self, endpoint: Endpoint, reads: Sequence[TableRead]
+    def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[TableRead]:
+        """The reads that ask for columns, their filter values converted; ``InvalidRequest``
+        for a filter that does not fit."""
+        database = endpoint.database_name
+        return PreparedReads(tuple(_checked(read, database) for read in reads if read.columns))
+
+    async def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[TableRead]
     ) -> AsyncIterator[RowChunk]:
+        if not prepared.steps:
+            return
         db = self._open(endpoint)
-        for read in reads:
-            if db.fail_query:
+        for read in prepared.steps:
+            table = db.tables.get(read.table.name)
+            if db.fail_query or table is None:
                 raise DatasourceQueryFailed()
             names = sorted(c.name for c in read.columns)
             batch: list[bytes] = []
-            for row in db.tables[read.result_key].rows:
+            for row in table.rows:
                 if not _selected(row, read.filters):
                     continue
                 batch.append(
@@ -116,6 +133,51 @@ class InMemoryDatasourceReader(DatasourceReader):
                     batch = []
             if batch:
                 yield RowChunk(read.result_key, b",".join(batch), len(batch))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else f"'{value}'"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _converted(op: str, values: Sequence[Any], data_type: str, where: str) -> tuple[Any, ...]:
+    if op not in OPERATORS:
+        raise InvalidRequest(
+            f"filter on {where}: unknown operator '{op}' (expected one of {', '.join(OPERATORS)})"
+        )
+    if op not in _NULL_OPS and any(v is None for v in values):
+        raise InvalidRequest(
+            f"filter on {where}: operator '{op}' does not accept null (only eq, ne, in and nin do)"
+        )
+    if op == "like":
+        return tuple(values)
+    kind = column_kind(data_type)
+    converted: list[Any] = []
+    for value in values:
+        try:
+            converted.append(None if value is None else convert(kind, value, data_type))
+        except Unconvertible as error:
+            expected = error.expected or EXPECTED[kind]
+            raise InvalidRequest(
+                f"filter on {where}: operator '{op}' expects {expected} for column type "
+                f"'{data_type}', got {_shown(value)}"
+            ) from None
+    return tuple(converted)
+
+
+def _checked(read: TableRead, database: str) -> TableRead:
+    filters: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for name, condition in read.filters.items():
+        where = f"'{read.result_key}.{name}' of database '{database}'"
+        column = read.table.column(name)
+        if column is None:
+            raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
+        filters[name] = {
+            op: _converted(op, values, column.data_type, where)
+            for op, values in condition.items()
+            if values
+        }
+    return replace(read, filters=filters)
 
 
 def _selected(row: Mapping[str, Any], filters: Mapping[str, Mapping[str, Sequence[Any]]]) -> bool:

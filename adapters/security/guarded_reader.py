@@ -6,9 +6,10 @@ import ipaddress
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import replace
+from typing import Any
 
 from application.connections import TrustedEndpoint
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.host_guard import HostGuard
 from domain.connection import DatabaseType, Endpoint
 from domain.schema import Schema, TableRead
@@ -29,10 +30,12 @@ def _is_address(host: str) -> bool:
 
 
 class GuardedDatasourceReader(DatasourceReader):
-    """Checks the host of every external endpoint before ``test``, ``discover`` and
-    ``extract`` reach the engine adapter, and hands the adapter the checked address as the
-    host, so the driver dials exactly what was checked (asyncpg and aiomysql take an address
-    as the host). Internal datasources (``TrustedEndpoint``) are not checked.
+    """Checks the host of every external endpoint before ``test``, ``discover`` and ``stream``
+    reach the engine adapter (``stream`` when it is first iterated, just before it dials), and
+    hands the adapter the checked address as the host, so the driver dials exactly what was
+    checked (asyncpg and aiomysql take an address as the host). ``prepare`` dials nothing and
+    passes straight through, so a bad filter value fails when it is called, as without the
+    guard. Internal datasources (``TrustedEndpoint``) are not checked.
 
     One case cannot be pinned through ``Endpoint``: a host *name* under a TLS mode that
     verifies the server's name (PostgreSQL ``verify-full``, MySQL ``true``). The engine
@@ -62,10 +65,16 @@ class GuardedDatasourceReader(DatasourceReader):
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         return await self._inner.discover(await self._pinned(endpoint), scope)
 
-    async def extract(
-        self, endpoint: Endpoint, reads: Sequence[TableRead]
+    def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[Any]:
+        return self._inner.prepare(endpoint, reads)
+
+    async def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Any]
     ) -> AsyncIterator[RowChunk]:
+        if not prepared.steps:
+            return  # nothing to dial
         pinned = await self._pinned(endpoint)
-        async with aclosing(self._inner.extract(pinned, reads)) as chunks:  # type: ignore[type-var]
+        stream = self._inner.stream(pinned, prepared)
+        async with aclosing(stream) as chunks:  # type: ignore[type-var]
             async for chunk in chunks:
                 yield chunk

@@ -7,6 +7,7 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 
+from adapters.datasources.common.failures import connect_failure
 from application.errors import DatasourceUnavailable, ForbiddenHost
 from application.ports.host_guard import HostGuard
 
@@ -112,7 +113,9 @@ class NetworkHostGuard(HostGuard):
             async with asyncio.timeout(self._timeout):
                 found = await self._resolve(name, port)
         except (OSError, TimeoutError, UnicodeError) as error:
-            raise DatasourceUnavailable("failed to resolve the datasource host") from error
+            raise DatasourceUnavailable(
+                "failed to resolve the datasource host", reason=connect_failure(error)
+            ) from error
         addresses = [a for a in (_literal(text.split("%")[0]) for text in found) if a]
         if not addresses:
             raise DatasourceUnavailable("failed to resolve the datasource host")

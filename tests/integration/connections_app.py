@@ -14,9 +14,8 @@ import httpx
 from adapters.common.clock import SystemClock, Uuid7Generator
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
-from adapters.datasources.registry import EngineRegistry
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.rate_limiter import InMemoryTokenBucket
@@ -29,6 +28,7 @@ from application.queries.get_job import GetJob, GetJobHistory
 from domain.connection import DatabaseType
 from entrypoints.container import ApiServices, connection_services
 from entrypoints.http.app import create_app
+from tests.integration.reader_helpers import registry_of
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 
@@ -41,7 +41,7 @@ class Api:
 
 
 def default_reader() -> DatasourceReader:
-    return EngineRegistry.of(
+    return registry_of(
         {
             DatabaseType.POSTGRESQL: PostgresReader(connect_timeout=5),
             DatabaseType.MYSQL: MySqlReader(connect_timeout=5),

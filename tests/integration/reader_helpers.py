@@ -1,6 +1,7 @@
 """What the datasource reader integration tests share: the local PostgreSQL and MariaDB admin
-connections and endpoints, copying an endpoint with changes, reading a table through ``extract()``
-into parsed rows, waiting for sessions to close, and a throw-away TLS certificate.
+connections and endpoints, copying an endpoint with changes, an engine registry of readers already
+built, reading tables (``prepare`` then ``stream``) into parsed rows, waiting for sessions to
+close, and a throw-away TLS certificate.
 
 Each engine's differences (scope of discovery, SQL dialect, expected values) stay in its test file.
 """
@@ -23,6 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from adapters.datasources.registry import EngineRegistry
 from application.errors import DatasourceError
 from application.ports.datasource_reader import DatasourceReader, RowChunk
 from domain.connection import DatabaseType, Endpoint
@@ -125,7 +127,20 @@ def endpoint_with(endpoint: Endpoint, **change: Any) -> Endpoint:
     return Endpoint(**{**endpoint_fields(endpoint), **change})
 
 
-# --- reading through extract() -----------------------------------------------------------------
+def registry_of(readers: Mapping[DatabaseType, DatasourceReader]) -> EngineRegistry:
+    """A registry dispatching to readers that are already built."""
+    return EngineRegistry({db_type: (lambda r=reader: r) for db_type, reader in readers.items()})
+
+
+# --- reading: prepare, then stream -------------------------------------------------------------
+
+
+def extract(
+    reader: DatasourceReader, endpoint: Endpoint, reads: Sequence[TableRead]
+) -> AsyncIterator[RowChunk]:
+    """The chunks of ``reads``: prepared now (a bad filter value raises here), streamed when
+    iterated."""
+    return reader.stream(endpoint, reader.prepare(endpoint, reads))
 
 
 def parse_rows(data: bytes) -> list[Any]:
@@ -153,7 +168,7 @@ async def extract_rows(
     reader: DatasourceReader, endpoint: Endpoint, read: TableRead
 ) -> list[dict[str, Any]]:
     """Every row ``read`` yields, parsed, in the order the reader emitted them."""
-    chunks = [chunk async for chunk in reader.extract(endpoint, [read])]
+    chunks = [chunk async for chunk in extract(reader, endpoint, [read])]
     return [row for chunk in chunks for row in parse(chunk)]
 
 
@@ -182,7 +197,7 @@ async def assert_stopping_early_closes_the_connection(
     """Reading the first 10,000-row chunk of ``read`` opens one session; closing the stream then
     closes it."""
     before = await sessions_settle(open_sessions, 0)
-    stream = reader.extract(endpoint, [read])
+    stream = extract(reader, endpoint, [read])
     assert isinstance(stream, AsyncIterator)
     first = await anext(stream)
     assert first.rows == 10_000

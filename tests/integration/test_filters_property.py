@@ -24,9 +24,9 @@ import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
-from adapters.datasources.sql_values import DATE_RE, Kind, convert
+from adapters.datasources.common.sql_values import DATE_RE, Kind, convert
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Endpoint
 from domain.schema import Table, TableRead

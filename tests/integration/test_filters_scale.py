@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Endpoint
 from domain.schema import Table, TableRead
 from tests.integration.reader_helpers import (
     drop_databases,
+    extract,
     my_admin,
     my_endpoint,
     parse_rows,
@@ -136,7 +137,7 @@ async def _timed_extract(
     rows: list[dict[str, Any]] = []
     count = 0
     started = time.perf_counter()
-    async for chunk in engine.reader.extract(engine.endpoint, [read]):
+    async for chunk in extract(engine.reader, engine.endpoint, [read]):
         count += chunk.rows
         if keep:
             rows.extend(parse_rows(chunk.data))

@@ -24,21 +24,21 @@ from pymongo import AsyncMongoClient
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
 from adapters.crypto.sealing import AesGcmResultSealer, open_result
-from adapters.datasources.mongodb import MongoReader
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
-from adapters.datasources.registry import EngineRegistry
+from adapters.datasources.mongodb.reader import MongoReader
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from adapters.memory.connection_repository import InMemoryConnectionRepository
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.result_storage import InMemoryResultStorage
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits, RunOutcome
 from application.connections import ConnectionDirectory, EndpointFactory
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
 from domain.schema import Schema, TableRead
 from tests.integration.conftest import require_listening
+from tests.integration.reader_helpers import registry_of
 
 PG_HOST = os.environ.get("FETCHER_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("FETCHER_TEST_PG_PORT", "5432"))
@@ -136,8 +136,11 @@ class TogetherReader(DatasourceReader):
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         return await self.inner.discover(endpoint, scope)
 
-    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
-        stream = self.inner.extract(endpoint, reads)
+    def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[Any]:
+        return self.inner.prepare(endpoint, reads)
+
+    def stream(self, endpoint: Endpoint, prepared: PreparedReads[Any]) -> AsyncIterator[RowChunk]:
+        stream = self.inner.stream(endpoint, prepared)
         return self._together(endpoint, stream)
 
     async def _together(
@@ -183,7 +186,7 @@ def app() -> Iterator[App]:
     repository = InMemoryConnectionRepository()
     store = InMemoryJobEventStore()
     storage = InMemoryResultStorage()
-    engines = EngineRegistry.of(
+    engines = registry_of(
         {
             DatabaseType.POSTGRESQL: PostgresReader(),
             DatabaseType.MYSQL: MySqlReader(),

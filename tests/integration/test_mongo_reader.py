@@ -23,15 +23,16 @@ import pytest
 from bson import Binary, Decimal128, Int64, ObjectId
 from pymongo import AsyncMongoClient
 
-from adapters.datasources.mongo_connection import client_options, new_client
-from adapters.datasources.mongo_schema import sample_size
-from adapters.datasources.mongodb import MongoReader
+from adapters.datasources.mongodb.connection import client_options, new_client
+from adapters.datasources.mongodb.reader import MongoReader
+from adapters.datasources.mongodb.schema import sample_size
 from application.errors import DatasourceError, DatasourceUnavailable, InvalidSslMode
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Schema, TableRead
 from tests.integration.conftest import require_listening
 from tests.integration.reader_helpers import (
+    extract,
     extract_rows,
     parse,
     self_signed_certificate,
@@ -332,7 +333,7 @@ async def test_row_objects_have_sorted_keys_and_every_requested_field(
     table = schema.tables["people"]
     columns = tuple(table.column(n) for n in ("owner", "name", "n"))
     plan = TableRead(result_key="people", table=table, columns=columns)  # type: ignore[arg-type]
-    [chunk] = [c async for c in reader.extract(endpoint, [plan])]
+    [chunk] = [c async for c in extract(reader, endpoint, [plan])]
     rows = json.loads(b"[" + chunk.data + b"]", object_pairs_hook=lambda pairs: pairs)
     assert all([k for k, _ in row] == ["n", "name", "owner"] for row in rows)
     assert chunk.data.startswith(b'{"n":1,"name":"alpha","owner":"65a000000000000000000009"}')
@@ -356,7 +357,7 @@ async def test_wildcard_includes_fields_the_sample_did_not_see(
     try:
         await client[DATABASE].mixed.insert_one({"v": 9, "late": "x"})
         plan = TableRead(result_key="mixed", table=table, columns=table.columns)
-        rows = [r for c in [c async for c in reader.extract(endpoint, [plan])] for r in parse(c)]
+        rows = [r for c in [c async for c in extract(reader, endpoint, [plan])] for r in parse(c)]
     finally:
         await client[DATABASE].mixed.delete_one({"late": "x"})
         await client.close()
@@ -373,13 +374,13 @@ async def test_documents_stream_in_batches_in_order(
     schema = await discovered(reader, endpoint)
     table = schema.tables["big"]
     plan = TableRead(result_key="big", table=table, columns=table.columns)
-    chunks = [c async for c in reader.extract(endpoint, [plan])]
+    chunks = [c async for c in extract(reader, endpoint, [plan])]
     assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
     rows = [row for chunk in chunks for row in parse(chunk)]
     # fidelity: a find without sort returns documents in insertion order.
     assert [r["_id"] for r in rows] == list(range(1, 25_001))
     assert gc.isenabled()
-    small = [c.rows async for c in MongoReader(chunk_rows=1_000).extract(endpoint, [plan])]
+    small = [c.rows async for c in extract(MongoReader(chunk_rows=1_000), endpoint, [plan])]
     assert small == [1_000] * 25
 
 
@@ -391,14 +392,14 @@ async def test_empty_collection_yields_nothing_and_tables_keep_their_order(
         TableRead(result_key=name, table=schema.tables[name], columns=schema.tables[name].columns)
         for name in ("mixed", "empty", "people")
     ]
-    chunks = [c async for c in reader.extract(endpoint, plans)]
+    chunks = [c async for c in extract(reader, endpoint, plans)]
     assert [(c.result_key, c.rows) for c in chunks] == [("mixed", 3), ("people", 5)]
 
 
 async def test_stopping_early_is_clean(reader: MongoReader, endpoint: Endpoint) -> None:
     schema = await discovered(reader, endpoint)
     table = schema.tables["big"]
-    stream = reader.extract(endpoint, [TableRead("big", table, table.columns)])
+    stream = extract(reader, endpoint, [TableRead("big", table, table.columns)])
     first = await anext(stream)
     assert first.rows == 10_000
     await stream.aclose()  # type: ignore[attr-defined]
@@ -511,4 +512,4 @@ async def test_invalid_filters_fail_before_connecting(
     table = schema.tables["people"]
     plan = TableRead("people", table, table.columns, filters={"age": {"eq": ("x",)}})
     with pytest.raises(InvalidRequest):
-        [c async for c in MongoReader().extract(_endpoint(port=1), [plan])]
+        MongoReader().prepare(_endpoint(port=1), [plan])

@@ -11,31 +11,28 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 
-from adapters.datasources.mssql import SqlServerReader
-from adapters.datasources.mssql_connection import DEFAULT_DRIVER
+from adapters.datasources.mssql.connection import DEFAULT_DRIVER
+from adapters.datasources.mssql.reader import SqlServerReader
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
-from tests.integration.live_servers import (
-    container,
-    docker_reachable,
-    endpoint_from_url,
-    wait_until_ready,
+from tests.integration.live_servers import mssql_execute, sql_server
+from tests.integration.reader_helpers import (
+    endpoint_with,
+    extract,
+    extract_rows,
+    parse,
+    table_read,
 )
-from tests.integration.reader_helpers import endpoint_with, extract_rows, parse, table_read
 
-SKIP_REASON = "no SQL Server reachable: set FETCHER_TEST_MSSQL_URL or run a Docker engine"
 DATABASE = "fetcher_ds_test"
-IMAGE = "mcr.microsoft.com/mssql/server:2022-latest"
-SA_PASSWORD = "Fetcher-test-1"  # a throw-away container's password, not a secret
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 SETUP = [
@@ -80,41 +77,17 @@ SETUP = [
 ]
 
 
-async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
-    import aioodbc
-
-    from adapters.datasources.mssql_connection import connection_string
-
-    driver = endpoint.options.get("driver") or SqlServerReader().driver()
-    async with aioodbc.connect(dsn=connection_string(endpoint, driver), autocommit=True) as conn:
-        for sql in statements:
-            cursor = await conn.execute(sql)
-            await cursor.close()
-
-
 def _prepare(admin: Endpoint) -> Endpoint:
     create = f"IF DB_ID('{DATABASE}') IS NULL CREATE DATABASE {DATABASE}"
-    asyncio.run(_execute(admin, [create]))
+    asyncio.run(mssql_execute(admin, [create]))
     target = endpoint_with(admin, database_name=DATABASE)
-    asyncio.run(_execute(target, SETUP))
+    asyncio.run(mssql_execute(target, SETUP))
     return target
 
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
-    url = os.environ.get("FETCHER_TEST_MSSQL_URL")
-    if url:
-        yield _prepare(endpoint_from_url(url, DatabaseType.SQL_SERVER))
-        return
-    if not docker_reachable():
-        pytest.skip(SKIP_REASON)
-    env = {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": SA_PASSWORD}
-    with container(IMAGE, 1433, env) as (host, port):
-        admin = Endpoint(
-            type=DatabaseType.SQL_SERVER, host=host, port=port, database_name="master",
-            user_name="sa", password=SA_PASSWORD,
-        )  # fmt: skip
-        wait_until_ready(lambda: SqlServerReader().test(admin, 5), 180)
+    with sql_server() as admin:
         yield _prepare(admin)
 
 
@@ -238,7 +211,7 @@ async def test_row_objects_have_sorted_keys(reader: SqlServerReader, endpoint: E
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_types"]
     read = TableRead("ds_types", table, table.columns)
-    [chunk] = [c async for c in reader.extract(endpoint, [read])]
+    [chunk] = [c async for c in extract(reader, endpoint, [read])]
     first = json.loads(b"[" + chunk.data + b"]", object_pairs_hook=lambda pairs: pairs)[0]
     assert [key for key, _ in first] == sorted(key for key, _ in first)
 
@@ -256,7 +229,7 @@ async def test_large_table_streams_in_chunks(endpoint: Endpoint) -> None:
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_big"]
     read = TableRead("ds_big", table, table.columns)
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
     rows = [row for chunk in chunks for row in parse(chunk)]
     assert sorted(r["id"] for r in rows) == list(range(1, 25_001))
@@ -267,7 +240,7 @@ async def test_empty_table_yields_nothing(reader: SqlServerReader, endpoint: End
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_empty"]
     read = TableRead("ds_empty", table, table.columns)
-    assert [c async for c in reader.extract(endpoint, [read])] == []
+    assert [c async for c in extract(reader, endpoint, [read])] == []
 
 
 async def test_query_failure_is_datasource_query_failed(
@@ -275,7 +248,7 @@ async def test_query_failure_is_datasource_query_failed(
 ) -> None:
     gone = Table(schema="dbo", name="ds_no_such_table", columns=(Column("id", "bigint"),))
     with pytest.raises(DatasourceQueryFailed):
-        [c async for c in reader.extract(endpoint, [TableRead("gone", gone, gone.columns)])]
+        [c async for c in extract(reader, endpoint, [TableRead("gone", gone, gone.columns)])]
 
 
 # --- filter -----------------------------------------------------------------------------------

@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.mysql_connection import tls_settings
+from adapters.datasources.mysql.connection import tls_settings
+from adapters.datasources.mysql.reader import MySqlReader
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,
@@ -46,6 +46,7 @@ from tests.integration.reader_helpers import (
     assert_discovery_times_out,
     assert_stopping_early_closes_the_connection,
     endpoint_with,
+    extract,
     extract_rows,
     my_admin,
     my_endpoint,
@@ -303,7 +304,7 @@ async def test_row_objects_have_sorted_keys_and_json_is_copied_verbatim(
     schema = await reader.discover(endpoint, [])
     table = schema.tables["my_types"]
     read = TableRead(result_key="my_types", table=table, columns=table.columns)
-    [chunk] = [c async for c in reader.extract(endpoint, [read])]
+    [chunk] = [c async for c in extract(reader, endpoint, [read])]
     first = json.loads(b"[" + chunk.data + b"]", object_pairs_hook=lambda pairs: pairs)[0]
     keys = [key for key, _ in first]
     assert keys == sorted(keys)
@@ -347,7 +348,7 @@ async def test_large_table_streams_in_chunks(reader: MySqlReader, endpoint: Endp
     schema = await reader.discover(endpoint, [])
     table = schema.tables["my_big"]
     read = TableRead(result_key="my_big", table=table, columns=table.columns)
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
     assert {c.result_key for c in chunks} == {"my_big"}
     rows = [row for chunk in chunks for row in parse(chunk)]
@@ -361,7 +362,7 @@ async def test_chunk_size_is_configurable(endpoint: Endpoint) -> None:
     schema = await reader.discover(endpoint, [])
     table = schema.tables["my_big"]
     read = TableRead(result_key="my_big", table=table, columns=table.columns[:1])
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert [c.rows for c in chunks] == [1_000] * 25
 
 
@@ -369,7 +370,7 @@ async def test_empty_table_yields_no_chunks(reader: MySqlReader, endpoint: Endpo
     schema = await reader.discover(endpoint, [])
     table = schema.tables["my_empty"]
     read = TableRead(result_key="my_empty", table=table, columns=table.columns)
-    assert [c async for c in reader.extract(endpoint, [read])] == []
+    assert [c async for c in extract(reader, endpoint, [read])] == []
 
 
 async def test_several_tables_are_read_in_order_under_their_result_keys(
@@ -380,7 +381,7 @@ async def test_several_tables_are_read_in_order_under_their_result_keys(
         TableRead(result_key=key, table=schema.tables[key], columns=schema.tables[key].columns)
         for key in ("my_latin", "my_empty", "my_types")
     ]
-    chunks = [c async for c in reader.extract(endpoint, reads)]
+    chunks = [c async for c in extract(reader, endpoint, reads)]
     assert [(c.result_key, c.rows) for c in chunks] == [("my_latin", 4), ("my_types", 5)]
 
 
@@ -417,7 +418,7 @@ async def test_query_failure_is_datasource_query_failed(
     gone = Table(schema=None, name="my_no_such_table", columns=(Column("id", "bigint(20)"),))
     read = TableRead(result_key="my_no_such_table", table=gone, columns=gone.columns)
     with pytest.raises(DatasourceQueryFailed) as caught:
-        [c async for c in reader.extract(endpoint, [read])]
+        [c async for c in extract(reader, endpoint, [read])]
     assert str(caught.value) == "failed to query datasource"
     assert isinstance(caught.value.__cause__, pymysql.err.ProgrammingError)
     assert await _sessions_settle(0) == 0
@@ -591,7 +592,7 @@ async def test_invalid_filters_fail_before_connecting(endpoint: Endpoint) -> Non
         result_key="my_types", table=table, columns=table.columns, filters={"n": {"eq": ("x",)}}
     )
     with pytest.raises(InvalidRequest):
-        MySqlReader().extract(endpoint_with(endpoint, port=1), [read])
+        MySqlReader().prepare(endpoint_with(endpoint, port=1), [read])
 
 
 # --- planning a job against MariaDB ----------------------------------------------------------

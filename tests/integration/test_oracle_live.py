@@ -8,30 +8,27 @@ when a Docker engine is reachable; otherwise the tests are skipped.
 
 from __future__ import annotations
 
-import os
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import oracledb
 import pytest
 
-from adapters.datasources.oracle import OracleReader
-from adapters.datasources.oracle_connection import SERVICE_NAME_REQUIRED
+from adapters.datasources.oracle.connection import SERVICE_NAME_REQUIRED
+from adapters.datasources.oracle.reader import OracleReader
 from application.errors import DatasourceQueryFailed, DatasourceUnavailable
-from domain.connection import DatabaseType, Endpoint
+from domain.connection import Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
-from tests.integration.live_servers import (
-    container,
-    docker_reachable,
-    endpoint_from_url,
-    wait_until_ready,
+from tests.integration.live_servers import oracle_execute, oracle_server
+from tests.integration.reader_helpers import (
+    endpoint_with,
+    extract,
+    extract_rows,
+    parse,
+    table_read,
 )
-from tests.integration.reader_helpers import endpoint_with, extract_rows, parse, table_read
 
-SKIP_REASON = "no Oracle reachable: set FETCHER_TEST_ORACLE_URL or run a Docker engine"
-IMAGE = "gvenzl/oracle-free:slim-faststart"
-APP_PASSWORD = "fetcher-test"  # a throw-away container's password, not a secret
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 _DROP = """BEGIN
@@ -79,44 +76,10 @@ SETUP = [
 ]
 
 
-async def _execute(endpoint: Endpoint, statements: Sequence[str]) -> None:
-    connection = await oracledb.connect_async(
-        user=endpoint.user_name, password=endpoint.password, host=endpoint.host,
-        port=endpoint.port, service_name=endpoint.options["serviceName"],
-    )  # fmt: skip
-    try:
-        with connection.cursor() as cursor:
-            for sql in statements:
-                await cursor.execute(sql)
-        await connection.commit()
-    finally:
-        await connection.close()
-
-
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
-    import asyncio
-
-    url = os.environ.get("FETCHER_TEST_ORACLE_URL")
-    if url:
-        target = endpoint_from_url(url, DatabaseType.ORACLE)
-        asyncio.run(_execute(target, SETUP))
-        yield target
-        return
-    if not docker_reachable():
-        pytest.skip(SKIP_REASON)
-    env = {
-        "ORACLE_PASSWORD": APP_PASSWORD,
-        "APP_USER": "fetcher",
-        "APP_USER_PASSWORD": APP_PASSWORD,
-    }
-    with container(IMAGE, 1521, env) as (host, port):
-        target = Endpoint(
-            type=DatabaseType.ORACLE, host=host, port=port, database_name="FREEPDB1",
-            user_name="fetcher", password=APP_PASSWORD, options={"serviceName": "FREEPDB1"},
-        )  # fmt: skip
-        wait_until_ready(lambda: OracleReader().test(target, 5), 300)
-        asyncio.run(_execute(target, SETUP))
+    with oracle_server() as target:
+        asyncio.run(oracle_execute(target, SETUP))
         yield target
 
 
@@ -247,7 +210,7 @@ async def test_large_table_streams_in_chunks(reader: OracleReader, endpoint: End
     schema = await reader.discover(endpoint, [])
     table = schema.tables["DS_BIG"]
     read = TableRead("DS_BIG", table, table.columns)
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
     rows = [row for chunk in chunks for row in parse(chunk)]
     assert sorted(r["ID"] for r in rows) == list(range(1, 25_001))
@@ -257,7 +220,7 @@ async def test_empty_table_yields_nothing(reader: OracleReader, endpoint: Endpoi
     schema = await reader.discover(endpoint, [])
     table = schema.tables["DS_EMPTY"]
     read = TableRead("DS_EMPTY", table, table.columns)
-    assert [c async for c in reader.extract(endpoint, [read])] == []
+    assert [c async for c in extract(reader, endpoint, [read])] == []
 
 
 async def test_query_failure_is_datasource_query_failed(
@@ -265,7 +228,7 @@ async def test_query_failure_is_datasource_query_failed(
 ) -> None:
     gone = Table(schema=None, name="DS_NO_SUCH_TABLE", columns=(Column("ID", "number"),))
     with pytest.raises(DatasourceQueryFailed):
-        [c async for c in reader.extract(endpoint, [TableRead("GONE", gone, gone.columns)])]
+        [c async for c in extract(reader, endpoint, [TableRead("GONE", gone, gone.columns)])]
 
 
 # --- filter -----------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from adapters.datasources.postgres import PostgresReader
-from adapters.datasources.postgres_connection import ssl_argument
+from adapters.datasources.postgres.connection import ssl_argument
+from adapters.datasources.postgres.reader import PostgresReader
 from application.errors import (
     DatasourceError,
     DatasourceQueryFailed,
@@ -31,6 +31,7 @@ from tests.integration.reader_helpers import (
     assert_discovery_times_out,
     assert_stopping_early_closes_the_connection,
     endpoint_with,
+    extract,
     extract_rows,
     parse,
     pg_admin,
@@ -270,7 +271,7 @@ async def test_row_objects_have_sorted_keys(reader: PostgresReader, endpoint: En
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_types"]
     read = TableRead(result_key="ds_types", table=table, columns=table.columns)
-    [chunk] = [c async for c in reader.extract(endpoint, [read])]
+    [chunk] = [c async for c in extract(reader, endpoint, [read])]
     first = json.loads(b"[" + chunk.data + b"]", object_pairs_hook=lambda pairs: pairs)[0]
     keys = [key for key, _ in first]
     assert keys == sorted(keys)
@@ -335,7 +336,7 @@ async def test_large_table_streams_in_chunks_in_order(
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_big"]
     read = TableRead(result_key="ds_big", table=table, columns=table.columns)
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
     assert {c.result_key for c in chunks} == {"ds_big"}
     rows = [row for chunk in chunks for row in parse(chunk)]
@@ -349,7 +350,7 @@ async def test_chunk_size_is_configurable(endpoint: Endpoint) -> None:
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_big"]
     read = TableRead(result_key="ds_big", table=table, columns=table.columns[:1])
-    chunks = [c async for c in reader.extract(endpoint, [read])]
+    chunks = [c async for c in extract(reader, endpoint, [read])]
     assert len(chunks) == 25
     assert all(c.rows == 1_000 for c in chunks)
 
@@ -358,7 +359,7 @@ async def test_empty_table_yields_no_chunks(reader: PostgresReader, endpoint: En
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_empty"]
     read = TableRead(result_key="ds_empty", table=table, columns=table.columns)
-    assert [c async for c in reader.extract(endpoint, [read])] == []
+    assert [c async for c in extract(reader, endpoint, [read])] == []
 
 
 async def test_several_tables_are_read_in_order_under_their_result_keys(
@@ -369,7 +370,7 @@ async def test_several_tables_are_read_in_order_under_their_result_keys(
         TableRead(result_key=key, table=schema.tables[key], columns=schema.tables[key].columns)
         for key in ("ds_sales.orders", "ds_empty", "ds_types")
     ]
-    chunks = [c async for c in reader.extract(endpoint, reads)]
+    chunks = [c async for c in extract(reader, endpoint, reads)]
     assert [(c.result_key, c.rows) for c in chunks] == [("ds_sales.orders", 1), ("ds_types", 5)]
 
 
@@ -403,7 +404,7 @@ async def test_query_failure_is_datasource_query_failed(
     gone = Table(schema="public", name="ds_no_such_table", columns=(Column("id", "bigint"),))
     read = TableRead(result_key="ds_no_such_table", table=gone, columns=gone.columns)
     with pytest.raises(DatasourceQueryFailed) as caught:
-        [c async for c in reader.extract(endpoint, [read])]
+        [c async for c in extract(reader, endpoint, [read])]
     assert str(caught.value) == "failed to query datasource"
     assert isinstance(caught.value.__cause__, asyncpg.UndefinedTableError)
     assert await _sessions_settle(0) == 0
@@ -532,7 +533,7 @@ async def test_invalid_filters_fail_before_connecting(endpoint: Endpoint) -> Non
     )
     nowhere = endpoint_with(endpoint, port=1)
     with pytest.raises(InvalidRequest):
-        [c async for c in PostgresReader().extract(nowhere, [read])]
+        PostgresReader().prepare(nowhere, [read])
 
 
 # --- connection test and TLS -----------------------------------------------------------------

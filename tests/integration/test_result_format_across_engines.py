@@ -14,14 +14,15 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from adapters.datasources.mysql import MySqlReader
-from adapters.datasources.postgres import PostgresReader
+from adapters.datasources.mysql.reader import MySqlReader
+from adapters.datasources.postgres.reader import PostgresReader
 from application.extraction_plan import ExtractionError, plan_datasource
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection, Endpoint
 from domain.schema import TableRead
 from tests.integration.reader_helpers import (
     drop_databases,
+    extract,
     my_admin,
     my_endpoint,
     my_ident,
@@ -200,7 +201,7 @@ async def _extract(
     found = schema.tables[table]
     columns = found.columns if fields is None else tuple(found.column(f) for f in fields)
     read = TableRead(table, found, columns, filters or {})  # type: ignore[arg-type]
-    chunks = [c async for c in engine.reader.extract(engine.endpoint, [read])]
+    chunks = [c async for c in extract(engine.reader, engine.endpoint, [read])]
     return b",".join(chunk.data for chunk in chunks)
 
 

@@ -14,7 +14,7 @@ from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard, is_blocked_address, system_resolver
 from application.connections import TrustedEndpoint
-from application.errors import DatasourceUnavailable, ForbiddenHost
+from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenHost
 from application.ports.schema_cache import SchemaKey
 from domain.connection import DatabaseType, Endpoint
 from domain.schema import Column, Schema, Table, TableRead
@@ -94,8 +94,9 @@ async def test_pin_returns_the_checked_address():
 
 async def test_pin_refuses_to_dial_a_name_that_does_not_resolve():
     guard = NetworkHostGuard(resolver({}))
-    with pytest.raises(DatasourceUnavailable):
+    with pytest.raises(DatasourceUnavailable) as caught:
         await guard.pin("nowhere.example", 5432)
+    assert caught.value.reason is ConnectFailure.HOST_NOT_RESOLVED
 
 
 async def test_system_resolver_resolves_loopback_names():
@@ -168,13 +169,31 @@ async def test_guarded_reader_extracts_through_the_pinned_address():
         inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
     )
     table = Table(None, "t", (Column("id", "integer"),))
-    chunks = [
-        c
-        async for c in reader.extract(
-            _endpoint("db.example.com"), [TableRead("t", table, table.columns)]
-        )
-    ]
+    endpoint = _endpoint("db.example.com")
+    prepared = reader.prepare(endpoint, [TableRead("t", table, table.columns)])
+    chunks = [c async for c in reader.stream(endpoint, prepared)]
     assert [c.data for c in chunks] == [b'{"id":1}']
+
+
+async def test_guarded_reader_checks_the_host_when_the_stream_starts_before_the_engine_dials():
+    class Streams(InMemoryDatasourceReader):
+        streamed: list[str] = []
+
+        def stream(self, endpoint, prepared):
+            self.streamed.append(endpoint.host)
+            return super().stream(endpoint, prepared)
+
+    inner = Streams()
+    inner.database("db.example.com", "app").tables["t"] = MemoryTable(columns=[("id", "integer")])
+    reader = GuardedDatasourceReader(inner, NetworkHostGuard(resolver({})))
+    table = Table(None, "t", (Column("id", "integer"),))
+    endpoint = _endpoint("localhost")
+    prepared = reader.prepare(endpoint, [TableRead("t", table, table.columns)])
+    stream = reader.stream(endpoint, prepared)
+    assert inner.streamed == []
+    with pytest.raises(ForbiddenHost):
+        await anext(stream)
+    assert inner.streamed == []
 
 
 # --- token bucket ---------------------------------------------------------------------------

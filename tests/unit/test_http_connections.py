@@ -14,7 +14,12 @@ from litestar.testing import AsyncTestClient
 from adapters.memory.datasource_reader import MemoryTable
 from adapters.security.host_guard import NetworkHostGuard
 from application.connections import internal_id
-from application.errors import DatasourceError, DatasourceUnavailable, ForbiddenHost
+from application.errors import (
+    ConnectFailure,
+    DatasourceError,
+    DatasourceUnavailable,
+    ForbiddenHost,
+)
 from application.queries.get_job import GetJob, GetJobHistory
 from domain.connection import Connection, DatabaseType, InternalCredentials
 from entrypoints.container import ApiServices
@@ -324,7 +329,9 @@ async def test_connection_test(client, kit):
 
 async def test_connection_test_names_a_tls_failure(client, kit):
     created = await create(client)
-    error = DatasourceUnavailable("failed to connect to datasource")
+    error = DatasourceUnavailable(
+        "failed to connect to datasource", reason=ConnectFailure.CERTIFICATE_NOT_VERIFIED
+    )
     error.__cause__ = ssl.SSLCertVerificationError(1, "certificate verify failed")
     kit.reader.errors["test"] = error
     body = assert_error(await client.post(f"{BASE}/{created['id']}/test"), 500, "FET-1041")

@@ -10,7 +10,7 @@ from uuid import UUID
 import pytest
 from bson import Decimal128, ObjectId
 
-from adapters.datasources.mongo_filters import like_regex, mongo_filter
+from adapters.datasources.mongodb.statements import like_regex, mongo_filter
 from adapters.memory.datasource_reader import matches
 from domain.errors import InvalidRequest
 

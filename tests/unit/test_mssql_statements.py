@@ -11,16 +11,16 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from adapters.datasources.mssql import SqlServerReader
-from adapters.datasources.mssql_connection import (
+from adapters.datasources.mssql.connection import (
     DEFAULT_DRIVER,
     MICROSOFT_DRIVER,
     connection_string,
     encryption_attributes,
 )
-from adapters.datasources.mssql_filters import escape_brackets
-from adapters.datasources.mssql_statements import (
+from adapters.datasources.mssql.reader import SqlServerReader
+from adapters.datasources.mssql.statements import (
     discovery_statement,
+    escape_brackets,
     is_system,
     select_statement,
     table_key,

@@ -11,17 +11,17 @@ from typing import Any
 import oracledb
 import pytest
 
-from adapters.datasources.oracle import OracleReader
-from adapters.datasources.oracle_connection import SERVICE_NAME_REQUIRED, connect_arguments
-from adapters.datasources.oracle_filters import like_pattern
-from adapters.datasources.oracle_statements import (
+from adapters.datasources.oracle.connection import SERVICE_NAME_REQUIRED, connect_arguments
+from adapters.datasources.oracle.reader import OracleReader
+from adapters.datasources.oracle.statements import (
     OracleColumn,
     discovery_statement,
     is_system,
+    like_pattern,
     select_statement,
     table_key,
 )
-from adapters.datasources.oracle_values import column_type
+from adapters.datasources.oracle.values import column_type
 from application.errors import InvalidSslMode
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
@@ -420,7 +420,8 @@ async def test_extraction_sessions_compare_text_binary_before_any_statement(
     reader = OracleReader()
     monkeypatch.setattr(reader, "_connect", connect)
     read = TableRead("HR.ORDERS", TABLE, tuple(c for c in COLUMNS if c.name == "ID"))
-    chunks = [chunk async for chunk in reader.extract(ENDPOINT, [read])]
+    prepared = reader.prepare(ENDPOINT, [read])
+    chunks = [chunk async for chunk in reader.stream(ENDPOINT, prepared)]
     assert [chunk.data for chunk in chunks] == [b'{"ID":1},{"ID":2}']
     assert connection.log == [
         "ALTER SESSION SET NLS_COMP = BINARY NLS_SORT = BINARY",

@@ -13,11 +13,11 @@ from pymysql.converters import escape_string
 from sqlalchemy import and_, column, select, table
 from sqlalchemy.dialects import mysql
 
-from adapters.datasources.mysql_statements import RULES as MY
-from adapters.datasources.mysql_statements import to_mysql
-from adapters.datasources.postgres_statements import RULES as PG
-from adapters.datasources.postgres_statements import to_asyncpg
-from adapters.datasources.sql_filters import Kind, column_kind, filter_clauses
+from adapters.datasources.common.sql_filters import Kind, column_kind, filter_clauses
+from adapters.datasources.mysql.statements import RULES as MY
+from adapters.datasources.mysql.statements import to_mysql
+from adapters.datasources.postgres.statements import RULES as PG
+from adapters.datasources.postgres.statements import to_asyncpg
 from domain.errors import InvalidRequest
 
 T = table("t", column("f"), column("order"), column("Mixed Case"))

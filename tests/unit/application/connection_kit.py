@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
 from application.connections import ConnectionDirectory, EndpointFactory
 from application.ports.credential_cipher import CredentialCipher
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.host_guard import HostGuard
 from domain.connection import Connection, Endpoint
 from domain.connection_input import ConnectionInput
@@ -51,8 +52,11 @@ class ScriptedReader(DatasourceReader):
             raise self.errors["discover"]
         return await self.inner.discover(endpoint, scope)
 
-    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
-        return self.inner.extract(endpoint, reads)
+    def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[Any]:
+        return self.inner.prepare(endpoint, reads)
+
+    def stream(self, endpoint: Endpoint, prepared: PreparedReads[Any]) -> AsyncIterator[RowChunk]:
+        return self.inner.stream(endpoint, prepared)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.security.host_guard import NetworkHostGuard
 from application.connections import internal_id
-from application.errors import DatasourceUnavailable, ForbiddenHost
+from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenHost
 from domain.connection import Connection, DatabaseType, InternalCredentials
 from domain.connection_input import ConnectionInput, SslInput
 from domain.errors import FetcherError
@@ -283,7 +283,9 @@ async def test_check_failures(kit, app):
         "Check credentials and network access."
     )
     app.reader.database("db.local", "pgsql").fail_connect = False
-    untrusted = DatasourceUnavailable("failed to connect to datasource")
+    untrusted = DatasourceUnavailable(
+        "failed to connect to datasource", reason=ConnectFailure.CERTIFICATE_NOT_VERIFIED
+    )
     untrusted.__cause__ = ssl.SSLCertVerificationError("certificate verify failed")
     kit.reader.errors["test"] = untrusted
     error = await raises(kit.services.check(created.id), "FET-1041")

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from application.commands.run_job import RunOutcome
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
 
@@ -145,3 +147,43 @@ async def test_same_job_delivered_to_two_workers_at_once_is_extracted_once(app):
         "JobCompleted",
     ]
     assert len(app.storage.objects) == 1
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["direct", "behind the host guard"])
+async def test_a_filter_value_that_does_not_convert_fails_the_job_before_any_row_is_read(
+    app, guarded
+):
+    from dataclasses import replace as clone
+
+    from adapters.memory.datasource_reader import MemoryTable
+    from adapters.security.guarded_reader import GuardedDatasourceReader
+    from adapters.security.host_guard import NetworkHostGuard
+    from domain.connection_input import ConnectionInput
+
+    async def resolve(host: str, port: int) -> list[str]:
+        return {"ledger.example.com": ["93.184.216.34"]}[host]
+
+    database = app.reader.database("ledger.example.com", "ledger")
+    database.tables["entries"] = MemoryTable(columns=[("id", "integer")], rows=[{"id": 1}])
+    app.reader.databases[("93.184.216.34", "ledger")] = database
+    await app.register(
+        "payments",
+        ConnectionInput(
+            config_name="ledger", type="POSTGRESQL", host="ledger.example.com", port=5432,
+            database_name="ledger", user_name="reader", password="pw",
+        ),
+    )  # fmt: skip
+    filters = {"ledger": {"entries": {"id": {"gt": ["ten"]}}}}
+    job = (await app.request_job({"ledger": {"entries": ["id"]}}, filters, SOURCE)).job
+    run = app.run_job
+    if guarded:
+        run = clone(run, reader=GuardedDatasourceReader(app.reader, NetworkHostGuard(resolve)))
+    await run(job.id)
+    *_, failed = await app.store.job_events(job.id)
+    assert isinstance(failed, JobFailed)
+    assert failed.error == (
+        "engine extraction: engine: [validation] invalid filter value: FET-0401 - in datasource "
+        "'ledger', filter on 'entries.id' of database 'ledger': operator 'gt' expects an integer "
+        "for column type 'integer', got 'ten'"
+    )
+    assert app.storage.objects == {} and app.storage.pending_uploads == 0

@@ -1,7 +1,7 @@
 """SQL Server values in the common result format: what each column type is selected as, and
 the converters its Python values go through.
 
-Row encoding (``adapters.datasources.encoding`` for the rest):
+Row encoding (``adapters.datasources.common.encoding`` for the rest):
 
 =======================================  ==========================================================
 SQL Server type                          JSON value
@@ -31,7 +31,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 
-from adapters.datasources.encoding import Converter, float32, utc
+from adapters.datasources.common.encoding import Converter, float32, utc
 
 UTC_TYPES = frozenset({"datetime", "datetime2", "smalldatetime", "datetimeoffset"})
 TEXT_OUTPUT = {"xml": None, "hierarchyid": None, "sql_variant": 4000}

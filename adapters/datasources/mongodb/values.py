@@ -1,6 +1,27 @@
-"""MongoDB filter values, converted by the field's BSON type as sampled by ``mongo_schema``.
+"""MongoDB values: BSON values in the common result format, and filter values converted by the
+field's BSON type as sampled by ``schema``.
 
-A value that does not convert raises ``Unconvertible``; ``mongo_filters`` reports it as
+BSON values in the result (otherwise as ``adapters.datasources.common.encoding``), through
+``bson_value`` (msgspec's hook) and ``top_level``:
+
+===================  ===========================================================================
+BSON type            JSON value
+===================  ===========================================================================
+objectId             24-character hexadecimal string
+decimal (128)        string with the exact digits (``"1.50"``, ``"NaN"``)
+int, long            number
+double               number; NaN/±Infinity at the top level as ``"NaN"``/``"Infinity"``/...
+date                 RFC 3339 in UTC with ``Z`` (milliseconds as 6 digits when non-zero); dates
+                     outside years 1-9999 as their milliseconds since the epoch (number)
+binData              standard base64 string; subtype 4 (UUID) as the canonical UUID string
+object, array        embedded JSON (nested values converted the same way)
+timestamp            ``{"t": seconds, "i": increment}``
+regex                ``{"pattern": ..., "options": ...}``
+javascript, symbol   string
+minKey, maxKey       ``"MinKey"``, ``"MaxKey"``
+===================  ===========================================================================
+
+Filter values: one that does not convert raises ``Unconvertible``; ``statements`` reports it as
 ``InvalidRequest`` naming ``EXPECTED[type]``:
 
 ============================  ======================================================================
@@ -20,6 +41,7 @@ anything else                 the JSON value as it is (mixed types, objects, arr
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -27,12 +49,47 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from uuid import UUID
 
-from bson import Decimal128, ObjectId
+from bson import Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+from bson.datetime_ms import DatetimeMS
+from bson.dbref import DBRef
 
 _OBJECT_ID_RE = re.compile(r"[0-9a-fA-F]{24}", re.ASCII)
 _INTEGER_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+
+
+def bson_value(value: Any) -> Any:
+    """msgspec's hook for the BSON types it does not encode by itself."""
+    match value:
+        case ObjectId() | Decimal128() | Code():
+            return str(value)
+        case Int64():
+            return int(value)
+        case bytes():  # Binary of a subtype other than 0 and 4
+            return bytes(value)
+        case DatetimeMS():
+            return int(value)
+        case Timestamp():
+            return {"t": value.time, "i": value.inc}
+        case Regex():
+            options = value.flags_string()  # type: ignore[attr-defined]  # missing from the stubs
+            return {"pattern": str(value.pattern), "options": options}
+        case DBRef():
+            return value.as_doc()
+        case MinKey():
+            return "MinKey"
+        case MaxKey():
+            return "MaxKey"
+    raise TypeError(f"unsupported BSON value of type {type(value).__name__}")
+
+
+def top_level(value: Any) -> Any:
+    """A top-level field value as the result shows it (non-finite doubles as text)."""
+    if value.__class__ is float and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
 
 EXPECTED = {
     "objectId": "an ObjectId (24 hexadecimal characters)",

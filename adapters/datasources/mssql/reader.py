@@ -1,47 +1,46 @@
 """SQL Server datasource reader through aioodbc: connection test, discovery, streamed extraction.
 
-Connection strings and SSL modes: ``mssql_connection``. Statements and discovery:
-``mssql_statements``. Row encoding (the common result format): ``mssql_values``. Filters:
-``mssql_filters``. Each statement is read with ``fetchmany`` in chunks of ``chunk_rows``, each
-chunk encoded by ``adapters.datasources.encoding.RowEncoder``.
+Connection strings and SSL modes: ``connection``. Statements, discovery and filters:
+``statements``. Row encoding (the common result format): ``values``. Each statement is read with
+``fetchmany`` in chunks of ``chunk_rows``, each chunk encoded by
+``adapters.datasources.common.encoding.RowEncoder``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import Any, Unpack
 
-from adapters.datasources.mssql_connection import (
-    DEFAULT_DRIVER,
-    MICROSOFT_DRIVER,
-    connection_string,
-)
-from adapters.datasources.mssql_statements import (
-    DEFAULT_SCHEMA_NAME,
-    Statement,
-    discovery_statement,
-    is_system,
-    select_statement,
-    table_key,
-)
-from adapters.datasources.reader_base import (
+from adapters.datasources.common.failures import unavailable
+from adapters.datasources.common.reader_base import (
     EngineReader,
     ReaderSettings,
     discovery_failed,
     encoded_chunks,
     on_connection,
-    unavailable,
 )
-from application.errors import DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import RowChunk
+from adapters.datasources.mssql.connection import (
+    DEFAULT_DRIVER,
+    MICROSOFT_DRIVER,
+    connection_string,
+)
+from adapters.datasources.mssql.statements import (
+    DEFAULT_SCHEMA_NAME,
+    Statement,
+    discovered_schema,
+    discovery_statement,
+    select_statement,
+)
+from application.errors import DatasourceQueryFailed
+from application.ports.datasource_reader import PreparedReads, RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
-from domain.schema import Column, Schema, Table, TableRead
+from domain.schema import Schema, TableRead
 
 
-class SqlServerReader(EngineReader):
+class SqlServerReader(EngineReader[Statement]):
     """Reads SQL Server datasources. Holds no connection between calls.
 
     ``driver`` names the ODBC driver; ``None`` picks Microsoft's driver 18 when it is installed,
@@ -79,7 +78,7 @@ class SqlServerReader(EngineReader):
         except FetcherError:
             raise
         except Exception as error:
-            raise DatasourceUnavailable("failed to connect to datasource") from error
+            raise unavailable(error) from error
 
     @staticmethod
     async def _close(connection: Any) -> None:
@@ -119,30 +118,15 @@ class SqlServerReader(EngineReader):
             timeout=self._discover_timeout,
             failure=discovery_failed,
         )
-        columns: dict[tuple[str, str], list[Column]] = {}
-        for schema_name, table_name, column_name, data_type in records:
-            found = columns.setdefault((schema_name, table_name), [])
-            if column_name is not None:
-                found.append(Column(name=column_name, data_type=data_type.lower()))
-        return Schema(
-            tables={
-                table_key(schema_name, table_name): Table(
-                    schema=schema_name, name=table_name, columns=tuple(table_columns)
-                )
-                for (schema_name, table_name), table_columns in columns.items()
-                if not is_system(schema_name, table_name)
-            }
-        )
+        return discovered_schema(records)
 
-    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
-        """Builds every statement now (a filter value that does not convert raises
-        ``InvalidRequest`` here, before any I/O), then streams them."""
-        statements = [s for s in (select_statement(endpoint, r) for r in reads) if s is not None]
-        return self._run(endpoint, statements)
+    def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
+        return select_statement(endpoint, read)
 
-    async def _run(
-        self, endpoint: Endpoint, statements: list[Statement]
+    async def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
     ) -> AsyncGenerator[RowChunk, None]:
+        statements = prepared.steps
         if not statements:
             return
         connection = await self._connect(endpoint, self._connect_timeout)

@@ -7,6 +7,10 @@ name checked); ``skip-verify`` TLS without verification; ``preferred`` TLS witho
 when the server offers it, else plain. ``true`` and ``skip-verify`` refuse a server that does not
 offer TLS before sending any credential. A client certificate and key are used when given. Each
 session runs with ``sql_mode = ''`` and ``time_zone = '+00:00'``.
+
+A connection that cannot be opened raises ``DatasourceUnavailable`` with the reason the error
+gives: the standard library's (``common.failures``), or the server's error number (1044, 1045,
+1698: the authentication failed; 1049: no such database).
 """
 
 from __future__ import annotations
@@ -15,14 +19,39 @@ import asyncio
 import ssl
 
 import aiomysql
+import pymysql
 from pymysql.constants import CLIENT
 
-from adapters.datasources.mysql_values import DECODERS
-from adapters.datasources.tls import client_context, load_client_certificate
-from application.errors import DatasourceUnavailable, InvalidSslMode
+from adapters.datasources.common import failures
+from adapters.datasources.common.tls import client_context, load_client_certificate
+from adapters.datasources.mysql.values import DECODERS
+from application.errors import ConnectFailure, DatasourceUnavailable, InvalidSslMode
 from domain.connection import Endpoint
 
 SESSION_SQL = "SET SESSION sql_mode = '', time_zone = '+00:00'"
+
+
+_AUTHENTICATION_FAILED = frozenset({1044, 1045, 1698})
+_UNKNOWN_DATABASE = 1049
+
+
+def _server_reason(error: BaseException) -> ConnectFailure | None:
+    """The reason in a server error (PyMySQL puts its number first in ``args``)."""
+    if not isinstance(error, pymysql.err.MySQLError) or not error.args:
+        return None
+    number = error.args[0]
+    if not isinstance(number, int):
+        return None
+    if number in _AUTHENTICATION_FAILED:
+        return ConnectFailure.AUTHENTICATION_FAILED
+    if number == _UNKNOWN_DATABASE:
+        return ConnectFailure.DATABASE_NOT_FOUND
+    return None
+
+
+def unavailable(error: BaseException) -> DatasourceUnavailable:
+    """The error of a connection (or connection test) that failed because of ``error``."""
+    return failures.unavailable(error, _server_reason)
 
 
 def wire_password(password: str) -> str:
@@ -65,7 +94,7 @@ class _Connection(aiomysql.Connection):  # type: ignore[misc]
 
 async def connect(endpoint: Endpoint, timeout: float) -> aiomysql.Connection:
     """An autocommit connection in the session settings above, values decoded by
-    ``mysql_values.DECODERS``; ``DatasourceUnavailable`` when it cannot be opened."""
+    ``values.DECODERS``; ``DatasourceUnavailable`` when it cannot be opened."""
     context, required = tls_settings(endpoint)
     connection = _Connection(
         host=endpoint.host,
@@ -88,7 +117,7 @@ async def connect(endpoint: Endpoint, timeout: float) -> aiomysql.Connection:
             await connection._connect()
     except Exception as error:
         connection.close()
-        raise DatasourceUnavailable("failed to connect to datasource") from error
+        raise unavailable(error) from error
     except BaseException:
         connection.close()
         raise

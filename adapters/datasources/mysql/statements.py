@@ -5,8 +5,8 @@ columns in ordinal order with ``COLUMN_TYPE`` lower-cased (``int(11)``, ``decima
 ``tinyint(1)``, ``bigint(20) unsigned``), ``enum``/``set`` without their values, and ``json`` for
 MySQL JSON columns and MariaDB's (``longtext`` with a ``json_valid`` check).
 
-Filters (``sql_filters``) mean the same as on PostgreSQL: text and ``other`` columns compare as
-their UTF-8 bytes (exact, case-sensitive, no trailing-space padding, code point order); equality
+Filters (``common.sql_filters``) mean the same as on PostgreSQL: text and ``other`` columns compare
+as their UTF-8 bytes (exact, case-sensitive, no trailing-space padding, code point order); equality
 with ASCII values also compares the column itself first, so an index can serve it; ``like`` runs
 under ``utf8mb4_bin`` (case-sensitive, ``_`` is one character); BOOLEAN columns compare as
 ``col <> 0``; ``float`` columns compare with the value rounded to single precision.
@@ -28,16 +28,16 @@ from sqlalchemy.dialects.mysql.base import MySQLDialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.encoding import row_factory
-from adapters.datasources.mysql_values import BOOLEAN_TYPES, SPATIAL_TYPES, output
-from adapters.datasources.sql_filters import (
+from adapters.datasources.common.encoding import row_factory
+from adapters.datasources.common.sql_filters import (
     LIKE_ESCAPE,
     FilterRules,
     Kind,
     column_kind,
     filtered,
 )
-from adapters.datasources.sql_values import Unconvertible, type_name
+from adapters.datasources.common.sql_values import Unconvertible, type_name
+from adapters.datasources.mysql.values import BOOLEAN_TYPES, SPATIAL_TYPES, output
 from domain.connection import Endpoint
 from domain.schema import Column, Schema, Table, TableRead
 

@@ -1,7 +1,7 @@
 """Oracle values in the common result format: type names, what each type is selected as, and
 the converters its Python values go through.
 
-Row encoding (``adapters.datasources.encoding`` for the rest):
+Row encoding (``adapters.datasources.common.encoding`` for the rest):
 
 ====================================  =============================================================
 Oracle type                           JSON value
@@ -32,8 +32,8 @@ import oracledb
 from sqlalchemy import func
 from sqlalchemy.sql.elements import ColumnElement
 
-from adapters.datasources.encoding import Converter, finite_float, float32, iso_duration
-from adapters.datasources.encoding import utc as utc_datetime
+from adapters.datasources.common.encoding import Converter, finite_float, float32, iso_duration
+from adapters.datasources.common.encoding import utc as utc_datetime
 
 TZ_TYPES = ("timestamp with time zone", "timestamp with local time zone")
 LOB_TEXT = frozenset({"clob", "nclob"})

@@ -1,25 +1,33 @@
-"""What the SQL engine readers share: their settings and their connect-use-close flow.
+"""What the engine readers share: their settings, the preparation step and the connect-use-close
+flow.
 
 Every reader takes the same keyword settings (``ReaderSettings``) with the same defaults; an
 engine adds its own (an encoder, an ODBC driver) in its ``__init__`` after ``super().__init__``.
-``on_connection`` is the connection test and the discovery of the PostgreSQL, MySQL, SQL Server
-and Oracle readers: each passes its own connect, work and close. ``encoded_chunks`` is the read
-loop of the SQL Server and Oracle readers (both encode through ``RowEncoder``).
+``EngineReader.prepare`` builds one step per read through the engine's ``statement`` (SQL with
+bound values, or a MongoDB query), so a filter value that does not convert fails there, before any
+I/O; the engine's ``stream`` runs the steps. ``on_connection`` is the connection test and the
+discovery of the PostgreSQL, MySQL, SQL Server and Oracle readers: each passes its own connect,
+work, close and failure. ``encoded_chunks`` is the read loop of the SQL Server and Oracle readers
+(both encode through ``RowEncoder``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from abc import abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import Any, TypedDict, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar
 
-from adapters.datasources.encoding import RowEncoder, paused_gc
-from application.errors import DatasourceError, DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import DatasourceReader, RowChunk
+from adapters.datasources.common.encoding import RowEncoder, paused_gc
+from application.errors import DatasourceError, DatasourceQueryFailed
+from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
+from domain.connection import Endpoint
 from domain.errors import FetcherError
+from domain.schema import TableRead
 
 C = TypeVar("C")
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 class ReaderSettings(TypedDict, total=False):
@@ -29,7 +37,7 @@ class ReaderSettings(TypedDict, total=False):
     chunk_rows: int
 
 
-class EngineReader(DatasourceReader):
+class EngineReader(DatasourceReader, Generic[S]):
     """A reader with the common settings: ``connect_timeout`` (seconds to dial),
     ``discover_timeout`` (seconds for a whole discovery), ``query_timeout`` (seconds a statement
     or fetch may take) and ``chunk_rows`` (rows per fetched chunk)."""
@@ -47,14 +55,18 @@ class EngineReader(DatasourceReader):
         self._query_timeout = query_timeout
         self._chunk_rows = chunk_rows
 
+    def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[S]:
+        built = (self.statement(endpoint, read) for read in reads)
+        return PreparedReads(tuple(step for step in built if step is not None))
 
-def unavailable() -> FetcherError:
-    """The error of a connection test that failed."""
-    return DatasourceUnavailable("failed to connect to datasource")
+    @abstractmethod
+    def statement(self, endpoint: Endpoint, read: TableRead) -> S | None:
+        """What reads one table, or ``None`` when no column is asked for; a filter that does not
+        fit raises ``InvalidRequest``. No I/O."""
 
 
-def discovery_failed() -> FetcherError:
-    """The error of a discovery that failed."""
+def discovery_failed(error: BaseException) -> FetcherError:
+    """The error of a discovery that failed because of ``error``."""
     return DatasourceError("failed to discover datasource schema", stage="discover")
 
 
@@ -64,11 +76,11 @@ async def on_connection(
     close: Callable[[C], Awaitable[None]],
     *,
     timeout: float,
-    failure: Callable[[], FetcherError],
+    failure: Callable[[BaseException], FetcherError],
 ) -> T:
     """Connects, runs ``work`` on the connection and closes it, all within ``timeout`` seconds.
     A ``FetcherError`` (one the engine already named) passes; any other error, the timeout
-    included, becomes ``failure()``."""
+    included, becomes ``failure(error)``."""
     try:
         async with asyncio.timeout(timeout):
             connection = await connect()
@@ -79,7 +91,7 @@ async def on_connection(
     except FetcherError:
         raise
     except Exception as error:
-        raise failure() from error
+        raise failure(error) from error
 
 
 async def encoded_chunks(

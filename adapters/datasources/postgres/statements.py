@@ -3,15 +3,15 @@
 Statements use quoted identifiers and asyncpg's ``$n`` parameters, without bind casts (the
 server infers each parameter's type from what it is compared with). Nothing from a request
 reaches the SQL text except catalog-checked identifiers through SQLAlchemy's quoting. Columns
-whose asyncpg value does not encode as the common result format are cast on the server (see
-``postgres.py`` for the format).
+whose asyncpg value does not encode as the common result format are cast on the server
+(``values``).
 
 Discovery: base tables of the schemas in the scope (default ``public``), keyed ``table`` in
 ``public`` and ``schema.table`` elsewhere, ``pg_*`` and ``information_schema`` left out; array
 and user-defined columns are typed by their ``udt_name`` (``_int4``, ``citext``...).
 
-Filters (``sql_filters`` with ``PostgresRules``) mean the same as on every engine: text compares
-exactly and orders by code point (``COLLATE "C"``), ``like`` is case-sensitive.
+Filters (``common.sql_filters`` with ``PostgresRules``) mean the same as on every engine: text
+compares exactly and orders by code point (``COLLATE "C"``), ``like`` is case-sensitive.
 """
 
 from __future__ import annotations
@@ -24,15 +24,16 @@ from typing import cast as typing_cast
 
 from sqlalchemy import cast, select, table
 from sqlalchemy import column as sql_column
-from sqlalchemy.dialects.postgresql import ARRAY, TEXT, TIMESTAMP
+from sqlalchemy.dialects.postgresql import TEXT
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine.interfaces import BindTyping
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.encoding import row_builder
-from adapters.datasources.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filtered
-from adapters.datasources.sql_values import Unconvertible, type_name
+from adapters.datasources.common.encoding import row_builder
+from adapters.datasources.common.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filtered
+from adapters.datasources.common.sql_values import Unconvertible, type_name
+from adapters.datasources.postgres.values import output
 from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
 from domain.schema import Column, Schema, Table, TableRead
 
@@ -47,21 +48,6 @@ LEFT JOIN information_schema.columns AS c
 WHERE t.table_type = 'BASE TABLE' AND t.table_schema = ANY($1::text[])
 ORDER BY t.table_schema, t.table_name, c.ordinal_position
 """
-
-# Types whose asyncpg value msgspec encodes as documented in postgres.py, as they come.
-# Everything else is cast on the server: numeric and uuid to text (same JSON, far less Python
-# work per value than Decimal/UUID objects, and numeric keeps its exact digits without
-# exponents), timestamps to timestamptz (the transaction runs in UTC), anything else to its text.
-# fmt: off
-_NATIVE = frozenset({
-    "smallint", "integer", "bigint", "real", "double precision", "boolean", "text",
-    "character varying", "character", "name", "date", "timestamp with time zone",
-    "time without time zone", "time with time zone", "bytea", "json", "jsonb",
-    "_int2", "_int4", "_int8", "_float4", "_float8", "_bool", "_text", "_varchar", "_bpchar",
-    "_name", "_date", "_timestamptz", "_time", "_timetz", "_bytea", "_json", "_jsonb",
-})
-# fmt: on
-
 
 _NO_COLLATION = frozenset({'"char"'})
 
@@ -102,10 +88,14 @@ RULES = PostgresRules()
 
 @dataclass(frozen=True, slots=True)
 class Statement:
+    """One table's read: SQL and values for asyncpg, the row type its records become, and the
+    column types it reads (the session registers their decoders)."""
+
     result_key: str
     sql: str
     params: tuple[Any, ...]
     row: Callable[..., Any]
+    types: frozenset[str]
 
 
 class _SqlDialect(PGDialect):
@@ -127,18 +117,6 @@ def to_asyncpg(statement: ClauseElement) -> tuple[str, tuple[Any, ...]]:
         statement.compile(dialect=_dialect(), compile_kwargs={"render_postcompile": True}),
     )
     return compiled.string, tuple(compiled.params[name] for name in compiled.positiontup or ())
-
-
-def _output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any]:
-    if data_type in _NATIVE:
-        return column
-    if data_type == "timestamp without time zone":
-        return cast(column, TIMESTAMP(timezone=True))
-    if data_type == "_timestamp":
-        return cast(column, ARRAY(TIMESTAMP(timezone=True)))
-    if data_type.startswith("_"):
-        return cast(column, ARRAY(TEXT))
-    return cast(column, TEXT)
 
 
 def discovered_schema(records: Sequence[Sequence[Any]]) -> Schema:
@@ -169,7 +147,7 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
     source = table(
         read.table.name, *(sql_column(n) for n in sorted(wanted)), schema=read.table.schema
     )
-    outputs = [_output(source.c[n], chosen[n].data_type).label(n) for n in names]
+    outputs = [output(source.c[n], chosen[n].data_type).label(n) for n in names]
     query = filtered(
         select(*outputs).select_from(source),
         read,
@@ -178,4 +156,5 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
         rules=RULES,
     )
     sql, params = to_asyncpg(query)
-    return Statement(read.result_key, sql, params, row_builder(names))
+    types = frozenset(column.data_type for column in read.columns)
+    return Statement(read.result_key, sql, params, row_builder(names), types)

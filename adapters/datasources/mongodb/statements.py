@@ -1,7 +1,11 @@
-"""The ten filter operators of reference §4.2 as one MongoDB query document.
+"""MongoDB queries: what one read finds (``find_query``), with the ten filter operators of reference
+§4.2 as one query document (``mongo_filter``).
 
-The meaning is the SQL engines' (``adapters.datasources.sql_filters``), not the reference's
-MongoDB quirks: every operator of a field applies (several operators on one field are AND-ed, and
+The requested fields are projected (``_id`` only when asked for); when every discovered field is
+asked for (the ``["*"]`` wildcard) documents come whole, with the fields the sample missed.
+
+The filters' meaning is the SQL engines' (``common.sql_filters``), not the reference's MongoDB
+quirks: every operator of a field applies (several operators on one field are AND-ed, and
 two that would write the same key, such as ``between`` and ``gte``, go into ``$and`` instead of
 overwriting each other); ``eq`` with several values and ``in`` both apply; ``ne`` and ``nin`` never
 match a null or missing field (SQL's ``<>`` and ``NOT IN`` never match NULL), ``eq``/``in`` with
@@ -9,7 +13,7 @@ match a null or missing field (SQL's ``<>`` and ``NOT IN`` never match NULL), ``
 expression (``%`` any run of characters, ``_`` one character, ``\\`` escapes the next character,
 newlines included), so ``.`` or ``(`` in a pattern are plain characters.
 
-Values are converted by the field's sampled BSON type (``mongo_values``).
+Values are converted by the field's sampled BSON type (``values``).
 
 ``like`` on a string field (or one of unknown type) is ``$regex``; on a field of another known
 type the value is compared as text (``$expr`` with ``$toString`` and ``$regexMatch``), as the SQL
@@ -20,11 +24,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from adapters.datasources.mongo_values import CONVERTERS, DATE_RE, EXPECTED, Unconvertible
+from adapters.datasources.mongodb.values import CONVERTERS, DATE_RE, EXPECTED, Unconvertible
+from domain.connection import Endpoint
 from domain.errors import InvalidRequest
+from domain.schema import TableRead
 
 ORDER: tuple[str, ...] = ("eq", "gt", "gte", "lt", "lte", "between", "in", "nin", "ne", "like")
 _NULL_OPS = frozenset({"eq", "in", "ne", "nin"})
@@ -192,3 +199,38 @@ def mongo_filter(
             field_conditions(name, field_types.get(name, "mixed"), condition, where=where(name))
         )
     return merge(conditions)
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One collection's read: the filter and projection of a ``find``, the fields every row
+    has, and whether documents come whole."""
+
+    result_key: str
+    collection: str
+    names: tuple[str, ...]
+    whole: bool
+    filter: dict[str, Any]
+    projection: dict[str, int] | None
+
+
+def find_query(endpoint: Endpoint, read: TableRead) -> Query | None:
+    """The query reading one collection, or ``None`` when no field is asked for; a filter that
+    does not fit raises ``InvalidRequest``."""
+    names = tuple(sorted({c.name for c in read.columns}))
+    if not names:
+        return None
+    whole = {c.name for c in read.table.columns} <= set(names)
+    types = {c.name: c.data_type for c in read.table.columns}
+    database = endpoint.database_name
+    query = mongo_filter(
+        read.filters,
+        types,
+        where=lambda field: f"'{read.result_key}.{field}' of database '{database}'",
+    )
+    projection = None
+    if not whole:
+        projection = dict.fromkeys(names, 1)
+        if "_id" not in projection:
+            projection["_id"] = 0
+    return Query(read.result_key, read.table.name, names, whole, query, projection)

@@ -15,10 +15,10 @@ Text is compared exactly: case-sensitive, no trailing-space padding, ordered by 
 is ``LIKE`` with ``%`` (any run of characters) and ``_`` (exactly one character), ``\\`` escaping
 the next character (a pattern may not end with a lone ``\\``); it is **case-sensitive on every
 engine**, whatever the column's collation; non-text columns match by their text. Each engine states
-how it gets there in a ``FilterRules`` subclass (PostgreSQL, ``postgres_statements``: ``COLLATE
-"C"`` for ordering; MySQL, ``mysql_statements``: binary comparison and a ``utf8mb4_bin``
-``LIKE``; SQL Server, ``mssql_filters``: a binary collation and a sentinel against padding;
-Oracle, ``oracle_filters``: binary NLS settings); the defaults here compare columns as they are.
+how it gets there in a ``FilterRules`` subclass in its ``statements`` module (PostgreSQL:
+``COLLATE "C"`` for ordering; MySQL: binary comparison and a ``utf8mb4_bin`` ``LIKE``; SQL Server:
+a binary collation and a sentinel against padding; Oracle: binary NLS settings); the defaults here
+compare columns as they are.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Select, String, and_, cast, literal, or_
 from sqlalchemy.sql.elements import ColumnElement
 
-from adapters.datasources.sql_values import (
+from adapters.datasources.common.sql_values import (
     DATE_RE,
     EXPECTED,
     Kind,

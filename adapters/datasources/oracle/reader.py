@@ -1,48 +1,46 @@
 """Oracle datasource reader through python-oracledb in thin mode (asyncio): connection test,
 discovery, streamed extraction.
 
-Connection arguments and SSL modes: ``oracle_connection``. Discovery and statements:
-``oracle_statements``. Row encoding (the common result format): ``oracle_values``. Filters:
-``oracle_filters``; every extraction session first runs its ``SESSION_SQL`` (binary text
-comparison). Each statement is read with ``fetchmany`` in chunks of ``chunk_rows``, each chunk
-encoded by ``adapters.datasources.encoding.RowEncoder``.
+Connection arguments and SSL modes: ``connection``. Discovery, statements and filters:
+``statements``; every extraction session first runs its ``SESSION_SQL`` (binary text
+comparison). Row encoding (the common result format): ``values``. Each statement is read with
+``fetchmany`` in chunks of ``chunk_rows``, each chunk encoded by
+``adapters.datasources.common.encoding.RowEncoder``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import Any
 from typing import cast as typing_cast
 
 import oracledb
 
-from adapters.datasources.oracle_connection import connect_arguments
-from adapters.datasources.oracle_filters import SESSION_SQL
-from adapters.datasources.oracle_statements import (
-    OracleColumn,
-    Statement,
-    discovery_statement,
-    is_system,
-    select_statement,
-    table_key,
-)
-from adapters.datasources.oracle_values import column_type, output_type_handler
-from adapters.datasources.reader_base import (
+from adapters.datasources.common.failures import unavailable
+from adapters.datasources.common.reader_base import (
     EngineReader,
     discovery_failed,
     encoded_chunks,
     on_connection,
-    unavailable,
 )
-from application.errors import DatasourceQueryFailed, DatasourceUnavailable
-from application.ports.datasource_reader import RowChunk
+from adapters.datasources.oracle.connection import connect_arguments
+from adapters.datasources.oracle.statements import (
+    SESSION_SQL,
+    Statement,
+    discovered_schema,
+    discovery_statement,
+    select_statement,
+)
+from adapters.datasources.oracle.values import output_type_handler
+from application.errors import DatasourceQueryFailed
+from application.ports.datasource_reader import PreparedReads, RowChunk
 from domain.connection import Endpoint
-from domain.schema import Column, Schema, Table, TableRead
+from domain.schema import Schema, TableRead
 
 
-class OracleReader(EngineReader):
+class OracleReader(EngineReader[Statement]):
     """Reads Oracle datasources. Holds no connection between calls."""
 
     async def _connect(self, endpoint: Endpoint, timeout: float) -> oracledb.AsyncConnection:
@@ -51,7 +49,7 @@ class OracleReader(EngineReader):
             async with asyncio.timeout(timeout + 1):
                 connection = await oracledb.connect_async(**arguments)
         except Exception as error:
-            raise DatasourceUnavailable("failed to connect to datasource") from error
+            raise unavailable(error) from error
         finally:
             arguments.clear()
         connection.call_timeout = max(1, int(self._query_timeout * 1000))
@@ -96,30 +94,15 @@ class OracleReader(EngineReader):
             timeout=self._discover_timeout,
             failure=discovery_failed,
         )
-        columns: dict[tuple[str, str], list[Column]] = {}
-        for owner, table_name, column_name, data_type, precision, scale in records:
-            if is_system(owner) or is_system(table_name):
-                continue
-            kind = column_type(data_type, precision, scale)
-            columns.setdefault((owner, table_name), []).append(
-                OracleColumn(name=column_name.upper(), data_type=kind, physical=column_name)
-            )
-        return Schema(
-            tables={
-                table_key(owner, name, user): Table(schema=owner, name=name, columns=tuple(found))
-                for (owner, name), found in columns.items()
-            }
-        )
+        return discovered_schema(records, user)
 
-    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
-        """Builds every statement now (a filter value that does not convert raises
-        ``InvalidRequest`` here, before any I/O), then streams them."""
-        statements = [s for s in (select_statement(endpoint, r) for r in reads) if s is not None]
-        return self._run(endpoint, statements)
+    def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
+        return select_statement(endpoint, read)
 
-    async def _run(
-        self, endpoint: Endpoint, statements: list[Statement]
+    async def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
     ) -> AsyncGenerator[RowChunk, None]:
+        statements = prepared.steps
         if not statements:
             return
         connection = await self._connect(endpoint, self._connect_timeout)

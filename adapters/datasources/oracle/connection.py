@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.datasources.tls import client_context
+from adapters.datasources.common.tls import client_context
 from application.errors import InvalidSslMode
 from domain.connection import Endpoint
 from domain.errors import InvalidRequest

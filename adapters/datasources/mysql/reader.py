@@ -1,18 +1,18 @@
 """MySQL / MariaDB datasource reader on aiomysql: connection test, discovery, streamed extraction.
 
-Connection and TLS: ``mysql_connection``. Discovery, statements and filters: ``mysql_statements``.
-Row encoding (the common result format): ``mysql_values``.
+Connection and TLS: ``connection``. Discovery, statements and filters: ``statements``. Row
+encoding (the common result format): ``values``.
 
 Extraction: one ``REPEATABLE READ`` read-only transaction with a consistent snapshot per job, each
 statement built with SQLAlchemy Core (quoted identifiers, values bound by the driver's escaping)
 and read through an unbuffered server-side cursor (``SSCursor``) in chunks of ``chunk_rows``, each
-chunk encoded by msgspec (``adapters.datasources.encoding``).
+chunk encoded by msgspec (``adapters.datasources.common.encoding``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from itertools import starmap
 from typing import Any, Unpack
@@ -21,24 +21,23 @@ import aiomysql
 import msgspec
 import pymysql
 
-from adapters.datasources.encoding import paused_gc
-from adapters.datasources.mysql_connection import close, connect
-from adapters.datasources.mysql_statements import (
+from adapters.datasources.common.encoding import paused_gc
+from adapters.datasources.common.reader_base import (
+    EngineReader,
+    ReaderSettings,
+    discovery_failed,
+    on_connection,
+)
+from adapters.datasources.mysql.connection import close, connect, unavailable
+from adapters.datasources.mysql.statements import (
     DISCOVER_SQL,
     MARIADB_JSON_SQL,
     Statement,
     discovered_schema,
     select_statement,
 )
-from adapters.datasources.reader_base import (
-    EngineReader,
-    ReaderSettings,
-    discovery_failed,
-    on_connection,
-    unavailable,
-)
 from application.errors import DatasourceQueryFailed
-from application.ports.datasource_reader import RowChunk
+from application.ports.datasource_reader import PreparedReads, RowChunk
 from domain.connection import Endpoint
 from domain.schema import Schema, TableRead
 
@@ -49,7 +48,7 @@ _BEGIN_SQL = (
 _QUERY_ERRORS = (pymysql.err.MySQLError, OSError, TimeoutError, asyncio.IncompleteReadError)
 
 
-class MySqlReader(EngineReader):
+class MySqlReader(EngineReader[Statement]):
     """Reads MySQL and MariaDB datasources. Holds no connection between calls."""
 
     def __init__(self, **settings: Unpack[ReaderSettings]) -> None:
@@ -88,15 +87,13 @@ class MySqlReader(EngineReader):
         )
         return discovered_schema(records, checks)
 
-    def extract(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> AsyncIterator[RowChunk]:
-        """Builds every statement now (a filter value that does not convert raises
-        ``InvalidRequest`` here, before any I/O), then streams them."""
-        statements = [s for s in (select_statement(endpoint, r) for r in reads) if s is not None]
-        return self._run(endpoint, statements)
+    def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
+        return select_statement(endpoint, read)
 
-    async def _run(
-        self, endpoint: Endpoint, statements: list[Statement]
+    async def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
     ) -> AsyncGenerator[RowChunk, None]:
+        statements = prepared.steps
         if not statements:
             return
         connection = await connect(endpoint, self._connect_timeout)

@@ -4,6 +4,10 @@ Host, port, user, password and database are driver arguments (no DSN). SSL modes
 ``disable`` no TLS; ``allow`` and ``prefer`` TLS when the server offers it; ``require`` TLS
 without verification; ``verify-ca`` the server verified against ``ssl.ca`` (else the system
 store), ``verify-full`` its host name too. A client certificate and key are used when given.
+
+A connection that cannot be opened raises ``DatasourceUnavailable`` with the reason the error
+gives: the standard library's (``common.failures``), or the server's SQLSTATE (class 28: the
+authentication failed; 3D000: no such database).
 """
 
 from __future__ import annotations
@@ -12,10 +16,25 @@ import ssl
 
 import asyncpg
 
-from adapters.datasources.tls import client_context, load_client_certificate
-from application.errors import DatasourceUnavailable, InvalidSslMode
+from adapters.datasources.common import failures
+from adapters.datasources.common.tls import client_context, load_client_certificate
+from application.errors import ConnectFailure, DatasourceUnavailable, InvalidSslMode
 from domain.connection import Endpoint
 from domain.errors import FetcherError
+
+
+def _server_reason(error: BaseException) -> ConnectFailure | None:
+    sqlstate = str(getattr(error, "sqlstate", "") or "")
+    if sqlstate.startswith("28"):
+        return ConnectFailure.AUTHENTICATION_FAILED
+    if sqlstate == "3D000":
+        return ConnectFailure.DATABASE_NOT_FOUND
+    return None
+
+
+def unavailable(error: BaseException) -> DatasourceUnavailable:
+    """The error of a connection (or connection test) that failed because of ``error``."""
+    return failures.unavailable(error, _server_reason)
 
 
 def ssl_argument(endpoint: Endpoint) -> bool | str | ssl.SSLContext:
@@ -57,7 +76,7 @@ async def connect(endpoint: Endpoint, timeout: float) -> asyncpg.Connection:
     except FetcherError:
         raise
     except Exception as error:
-        raise DatasourceUnavailable("failed to connect to datasource") from error
+        raise unavailable(error) from error
 
 
 async def close(connection: asyncpg.Connection) -> None:

@@ -1,7 +1,7 @@
 """MySQL / MariaDB values in the common result format: the driver's decoders and what each
 column type is selected as.
 
-Row encoding (the common result format, see ``postgres.py``):
+Row encoding (the common result format, as ``adapters.datasources.postgres.values``):
 
 =================================  ==============================================================
 MySQL / MariaDB type               JSON value
@@ -40,8 +40,8 @@ from pymysql.converters import decoders, through
 from sqlalchemy import func, literal
 from sqlalchemy.sql.elements import ColumnElement
 
-from adapters.datasources.encoding import float32
-from adapters.datasources.sql_values import type_name
+from adapters.datasources.common.encoding import float32
+from adapters.datasources.common.sql_values import type_name
 
 BOOLEAN_TYPES = frozenset({"tinyint(1)", "tinyint(1) unsigned", "bit(1)", "bool", "boolean"})
 SPATIAL_TYPES = frozenset(
