@@ -12,7 +12,6 @@ NULL matches only ``eq``/``in`` with ``null``; ``like`` is case-sensitive with `
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from adapters.datasources.postgres import PostgresReader
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Endpoint
 from domain.schema import Table, TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.reader_helpers import (
     drop_databases,
     extract_rows,
@@ -40,7 +40,7 @@ from tests.integration.reader_helpers import (
     recreate_pg_database,
 )
 
-DATABASE = f"fetcher_filters_{os.getpid()}"
+DATABASE = unique_name("fetcher_filters")
 EXAMPLES = 50
 END_OF_DAY = timedelta(days=1, microseconds=-1)
 

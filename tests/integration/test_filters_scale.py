@@ -6,7 +6,6 @@ filtered after reading them all."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from adapters.datasources.postgres import PostgresReader
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Endpoint
 from domain.schema import Table, TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.reader_helpers import (
     drop_databases,
     my_admin,
@@ -30,7 +30,7 @@ from tests.integration.reader_helpers import (
     recreate_pg_database,
 )
 
-DATABASE = f"fetcher_scale_{os.getpid()}"
+DATABASE = unique_name("fetcher_scale")
 ROWS = 1_000_000
 
 PG_SETUP = [

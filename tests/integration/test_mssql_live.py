@@ -24,6 +24,7 @@ from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.live_servers import (
     container,
     docker_reachable,
@@ -33,7 +34,7 @@ from tests.integration.live_servers import (
 from tests.integration.reader_helpers import endpoint_with, extract_rows, parse, table_read
 
 SKIP_REASON = "no SQL Server reachable: set FETCHER_TEST_MSSQL_URL or run a Docker engine"
-DATABASE = "fetcher_ds_test"
+DATABASE = unique_name("fetcher_ds_test")
 IMAGE = "mcr.microsoft.com/mssql/server:2022-latest"
 SA_PASSWORD = "Fetcher-test-1"  # a throw-away container's password, not a secret
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
@@ -100,11 +101,24 @@ def _prepare(admin: Endpoint) -> Endpoint:
     return target
 
 
+def _drop(admin: Endpoint) -> None:
+    drop = (
+        f"IF DB_ID('{DATABASE}') IS NOT NULL BEGIN "
+        f"ALTER DATABASE {DATABASE} SET SINGLE_USER WITH ROLLBACK IMMEDIATE; "
+        f"DROP DATABASE {DATABASE}; END"
+    )
+    asyncio.run(_execute(admin, [drop]))
+
+
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
     url = os.environ.get("FETCHER_TEST_MSSQL_URL")
     if url:
-        yield _prepare(endpoint_from_url(url, DatabaseType.SQL_SERVER))
+        shared = endpoint_from_url(url, DatabaseType.SQL_SERVER)
+        try:
+            yield _prepare(shared)
+        finally:
+            _drop(shared)
         return
     if not docker_reachable():
         pytest.skip(SKIP_REASON)

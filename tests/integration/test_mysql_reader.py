@@ -40,6 +40,7 @@ from application.extraction_plan import ExtractionError, plan_datasource
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.reader_helpers import (
     MY_HOST,
     MY_PORT,
@@ -55,8 +56,8 @@ from tests.integration.reader_helpers import (
     table_read,
 )
 
-DATABASE = f"fetcher_my_reader_{os.getpid()}"
-USER = f"fetcher_pw_{os.getpid()}"
+DATABASE = unique_name("fetcher_my_reader")
+USER = unique_name("fetcher_pw")
 PASSWORD = "s3cr3t @:/?#&=+% ünï😀'\"\\"  # characters a DSN or latin-1 would mangle
 HOSTILE = "O'Brien; DROP TABLE my_types; --"
 
