@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 from collections.abc import Sequence
@@ -24,15 +25,23 @@ class InMemoryJobEventStore(JobEventStore):
 
     Events are deep-copied in and out, so callers cannot alter what was recorded.
     Set ``unavailable = True`` to make every call raise ``Unavailable``.
+
+    With ``interleave=True`` the store hands control back to the event loop once in every read
+    (after taking its snapshot) and in every append (before committing), as the real store does
+    while its database works: concurrent tasks can then read the same version and race on the
+    append, which the loser sees as ``ConcurrencyConflict``. Scheduling stays deterministic.
+    ``conflicts`` counts the appends refused that way.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, interleave: bool = False) -> None:
         self._log: list[DomainEvent] = []
         self._by_originator: dict[UUID, dict[int, int]] = {}
         self._positions: dict[str, int] = {}
         self._lock = threading.Lock()
         self.unavailable = False
         self._closed = False
+        self.interleave = interleave
+        self.conflicts = 0
 
     def _guard(self) -> None:
         if self._closed:
@@ -40,16 +49,23 @@ class InMemoryJobEventStore(JobEventStore):
         if self.unavailable:
             raise Unavailable()
 
+    async def _pause(self) -> None:
+        if self.interleave:
+            await asyncio.sleep(0)
+
     async def append(self, events: Sequence[DomainEvent]) -> int:
         self._guard()
         if not events:
             raise ValueError("append needs at least one event")
+        await self._pause()
+        self._guard()
         with self._lock:
             keys = [(e.originator_id, e.originator_version) for e in events]
             clash = len(set(keys)) < len(keys) or any(
                 version in self._by_originator.get(oid, {}) for oid, version in keys
             )
             if clash:
+                self.conflicts += 1
                 ids = ", ".join(sorted({str(oid) for oid, _ in keys}))
                 raise ConcurrencyConflict(f"another change was recorded first for {ids}")
             for event in events:
@@ -59,10 +75,14 @@ class InMemoryJobEventStore(JobEventStore):
             return len(self._log)
 
     async def job_events(self, job_id: UUID) -> list[JobEvent]:
-        return self._select(job_id, JobEvent)
+        events = self._select(job_id, JobEvent)
+        await self._pause()
+        return events
 
     async def slot_events(self, slot_id: UUID) -> list[RequestSlotTaken]:
-        return self._select(slot_id, RequestSlotTaken)
+        events = self._select(slot_id, RequestSlotTaken)
+        await self._pause()
+        return events
 
     def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
         self._guard()
@@ -83,7 +103,9 @@ class InMemoryJobEventStore(JobEventStore):
         start = max(after, 0)
         with self._lock:
             window = self._log[start : start + limit]
-        return [LoggedEvent(start + i + 1, copy.deepcopy(e)) for i, e in enumerate(window)]
+        logged = [LoggedEvent(start + i + 1, copy.deepcopy(e)) for i, e in enumerate(window)]
+        await self._pause()
+        return logged
 
     async def position(self, follower: str) -> int:
         self._guard()

@@ -109,13 +109,14 @@ class Processes:
     api_url: str
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, role: str) -> None:
-        log = open(self.logs / f"{role}.log", "wb")
-        self.procs.append(
-            subprocess.Popen(
-                [FETCHER, role], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
+    def start(self, role: str, name: str | None = None) -> subprocess.Popen[bytes]:
+        """Starts ``fetcher <role>``, its output in ``<name or role>.log``."""
+        log = open(self.logs / f"{name or role}.log", "wb")
+        proc = subprocess.Popen(
+            [FETCHER, role], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
         )
+        self.procs.append(proc)
+        return proc
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
@@ -137,10 +138,13 @@ class Processes:
             for p in self.logs.glob("*.log")
         )
 
-    def stop(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
+    def stop(self, procs: list[subprocess.Popen[bytes]] | None = None) -> None:
+        """Stops the given processes (all by default) with SIGTERM, then waits for them."""
+        chosen = self.procs if procs is None else procs
+        for proc in chosen:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in chosen:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:

@@ -21,6 +21,13 @@ from psycopg import sql
 from adapters.storage.s3 import S3Settings
 
 _HERE = Path(__file__).parent
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+def unique_name(prefix: str) -> str:
+    """``prefix`` made unique to this test run (not only this process: containers sharing a
+    server can have the same PID), so runs that share the servers never meet."""
+    return f"{prefix}_{RUN_ID}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -17,6 +17,8 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
+import struct
 import subprocess
 import tempfile
 import time
@@ -40,10 +42,10 @@ from tests.integration.connections_app import MASTER_KEY, Api, connections_api
 
 pytestmark = pytest.mark.integration
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PASSWORD = "p @:/?#&=+%' w"
 BASE = "/v1/management/connections"
 PRODUCT = {"X-Product-Name": "payments"}
+RENAMED_HOST = "db.test.invalid"
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,12 @@ class Pki:
     wrong_ca: str
     server: Pem
     client: Pem
+    renamed: Pem
+    """Signed by the test CA too, but for ``db.test.invalid`` only."""
 
 
 def make_pki() -> Pki:
-    ca_key, wrong_key, server_key, client_key = _key(), _key(), _key(), _key()
+    ca_key, wrong_key, server_key, client_key, renamed_key = (_key() for _ in range(5))
     ca = _certificate("fetcher test CA", ca_key, None, ca=True)
     wrong = _certificate("some other CA", wrong_key, None, ca=True)
     server = _certificate(
@@ -122,12 +126,30 @@ def make_pki() -> Pki:
         names=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
     )
     client = _certificate("certuser", client_key, (ca.subject, ca_key))
+    renamed = _certificate(
+        RENAMED_HOST, renamed_key, (ca.subject, ca_key), names=[x509.DNSName(RENAMED_HOST)]
+    )
     return Pki(
         ca=_pem(ca),
         wrong_ca=_pem(wrong),
         server=Pem(_pem(server), _pem_key(server_key)),
         client=Pem(_pem(client), _pem_key(client_key)),
+        renamed=Pem(_pem(renamed), _pem_key(renamed_key)),
     )
+
+
+def postgres_bindir() -> Path:
+    """Where ``initdb`` and ``postgres`` are: ``pg_config --bindir``, else the ``PATH``."""
+    pg_config = shutil.which("pg_config")
+    if pg_config is not None:
+        found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
+        bindir = Path(found.stdout.strip())
+        if found.returncode == 0 and (bindir / "initdb").exists():
+            return bindir
+    initdb = shutil.which("initdb")
+    if initdb is None:
+        pytest.fail("PostgreSQL's initdb is neither in `pg_config --bindir` nor on PATH")
+    return Path(initdb).resolve().parent
 
 
 def _free_port() -> int:
@@ -144,6 +166,7 @@ def _as_postgres(*args: str) -> list[str]:
 class TlsServer:
     port: int
     socket_dir: Path
+    data: Path
     pki: Pki
 
 
@@ -188,6 +211,7 @@ def _stop(data: Path, process: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def tls_server() -> Iterator[TlsServer]:
     postgres = pwd.getpwnam("postgres")
+    bindir = postgres_bindir()
     # Not under pytest's temporary folder: its parents are private to root.
     root = Path(tempfile.mkdtemp(prefix="fetcher-pg-tls-"))
     os.chown(root, postgres.pw_uid, postgres.pw_gid)
@@ -195,7 +219,7 @@ def tls_server() -> Iterator[TlsServer]:
     data = root / "data"
     subprocess.run(
         _as_postgres(
-            str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres",
+            str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
             "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync",
         ),
         check=True,
@@ -218,7 +242,7 @@ def tls_server() -> Iterator[TlsServer]:
     with log.open("wb") as output:
         process = subprocess.Popen(
             _as_postgres(
-                str(PG_BIN / "postgres"), "-D", str(data), "-p", str(port),
+                str(bindir / "postgres"), "-D", str(data), "-p", str(port),
                 "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={root}",
                 "-c", "ssl=on", "-c", "ssl_ca_file=root.crt", "-c", "fsync=off",
             ),
@@ -228,14 +252,27 @@ def tls_server() -> Iterator[TlsServer]:
     try:
         _wait_ready(port, process, log)
         asyncio.run(_prepare(root, port))
-        yield TlsServer(port=port, socket_dir=root, pki=pki)
+        yield TlsServer(port=port, socket_dir=root, data=data, pki=pki)
     finally:
         _stop(data, process)
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def _superuser(socket_dir: Path, port: int) -> asyncpg.Connection:
+    """A superuser connection over the server's socket, once it accepts them (it listens
+    before it has finished starting up)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return await asyncpg.connect(host=str(socket_dir), port=port, user="postgres")
+        except asyncpg.CannotConnectNowError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def _prepare(socket_dir: Path, port: int) -> None:
-    admin = await asyncpg.connect(host=str(socket_dir), port=port, user="postgres")
+    admin = await _superuser(socket_dir, port)
     try:
         quoted = PASSWORD.replace("'", "''")
         await admin.execute(f"CREATE ROLE reader LOGIN PASSWORD '{quoted}'")
@@ -252,6 +289,49 @@ async def _prepare(socket_dir: Path, port: int) -> None:
         )
     finally:
         await shop.close()
+
+
+def served_certificate_name(port: int) -> str:
+    """The common name of the certificate the server presents now (SSLRequest, then TLS)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(struct.pack("!II", 8, 80877103))
+        if sock.recv(1) != b"S":
+            raise AssertionError("the server refused TLS")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        with context.wrap_socket(sock) as tls:
+            der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    names = x509.load_der_x509_certificate(der).subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value)
+
+
+async def _serve_certificate(server: TlsServer, pem: Pem, name: str) -> None:
+    """Swaps the server's certificate and key, reloads it, and waits until it presents it."""
+    postgres = pwd.getpwnam("postgres")
+    _write(server.data / "server.crt", pem.cert, postgres, 0o644)
+    _write(server.data / "server.key", pem.key, postgres, 0o600)
+    admin = await _superuser(server.socket_dir, server.port)
+    try:
+        assert await admin.fetchval("SELECT pg_reload_conf()")
+    finally:
+        await admin.close()
+    deadline = time.monotonic() + 10
+    while served_certificate_name(server.port) != name:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the server did not switch to its {name} certificate")
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def renamed_server(tls_server: TlsServer) -> AsyncIterator[TlsServer]:
+    """The same server, presenting a certificate from the same CA for another name."""
+    await _serve_certificate(tls_server, tls_server.pki.renamed, RENAMED_HOST)
+    try:
+        yield tls_server
+    finally:
+        await _serve_certificate(tls_server, tls_server.pki.server, "localhost")
 
 
 @pytest.fixture
@@ -321,6 +401,29 @@ async def test_verify_full_with_a_wrong_ca_fails_clearly(api: Api, tls_server: T
         assert body["message"].endswith("Cause: the server certificate could not be verified.")
         schema = await api.client.get(f"{BASE}/{created['id']}/schema")
         assert schema.status_code == 500 and schema.json()["code"] == "FET-1041"
+
+
+async def test_verify_full_refuses_a_certificate_for_another_name_that_verify_ca_accepts(
+    api: Api, renamed_server: TlsServer
+) -> None:
+    ca = renamed_server.pki.ca
+    for n, host in enumerate(["localhost", "127.0.0.1"]):
+        full = await _register(
+            api, renamed_server, f"renamed_full_{n}", host=host,
+            ssl={"mode": "verify-full", "ca": ca},
+        )  # fmt: skip
+        response = await _test(api, full)
+        assert response.status_code == 500, response.text
+        assert response.json()["code"] == "FET-1041"
+        assert response.json()["message"].endswith(
+            "Cause: the server certificate could not be verified."
+        )
+        ca_only = await _register(
+            api, renamed_server, f"renamed_ca_{n}", host=host,
+            ssl={"mode": "verify-ca", "ca": ca},
+        )  # fmt: skip
+        response = await _test(api, ca_only)
+        assert response.status_code == 200, response.text
 
 
 async def test_require_encrypts_without_a_ca(api: Api, tls_server: TlsServer) -> None:

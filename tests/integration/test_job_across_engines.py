@@ -37,7 +37,7 @@ from application.ports.datasource_reader import DatasourceReader, PreparedReads,
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
 from domain.schema import Schema, TableRead
-from tests.integration.conftest import require_listening
+from tests.integration.conftest import require_listening, unique_name
 from tests.integration.reader_helpers import registry_of
 
 PG_HOST = os.environ.get("FETCHER_TEST_PG_HOST", "127.0.0.1")
@@ -45,7 +45,7 @@ PG_PORT = int(os.environ.get("FETCHER_TEST_PG_PORT", "5432"))
 MY_HOST = os.environ.get("FETCHER_TEST_MYSQL_HOST", "127.0.0.1")
 MY_PORT = int(os.environ.get("FETCHER_TEST_MYSQL_PORT", "3306"))
 MONGO_URL = os.environ.get("FETCHER_TEST_MONGO_URL", "mongodb://127.0.0.1:27018")
-DATABASE = "fetcher_jobs_test"
+DATABASE = unique_name("fetcher_jobs_test")
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 SOURCE = {"source": "payments"}
 
@@ -101,14 +101,38 @@ async def _prepare_mongo() -> None:
         await client.close()
 
 
+async def _drop_all() -> None:
+    admin = await asyncpg.connect(host=PG_HOST, port=PG_PORT, user="postgres", ssl=False)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    finally:
+        await admin.close()
+    conn = await aiomysql.connect(host=MY_HOST, port=MY_PORT, user="root", password="")
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+    finally:
+        conn.close()
+    parts = urlsplit(MONGO_URL)
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(parts.hostname, parts.port)
+    try:
+        await client.drop_database(DATABASE)
+    finally:
+        await client.close()
+
+
 @pytest.fixture(scope="module", autouse=True)
-def databases() -> None:
+def databases() -> Iterator[None]:
     require_listening(f"tcp://{PG_HOST}:{PG_PORT}", "PostgreSQL")
     require_listening(f"tcp://{MY_HOST}:{MY_PORT}", "MariaDB")
     require_listening(MONGO_URL, "the MongoDB test server")
-    asyncio.run(_prepare_postgres())
-    asyncio.run(_prepare_mariadb())
-    asyncio.run(_prepare_mongo())
+    try:
+        asyncio.run(_prepare_postgres())
+        asyncio.run(_prepare_mariadb())
+        asyncio.run(_prepare_mongo())
+        yield
+    finally:
+        asyncio.run(_drop_all())
 
 
 class Clock:

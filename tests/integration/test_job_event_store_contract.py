@@ -262,6 +262,14 @@ class TestInMemoryJobEventStore(JobEventStoreContract):
         await store.close()
 
 
+class TestInterleavingInMemoryJobEventStore(JobEventStoreContract):
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[JobEventStore]:
+        store = InMemoryJobEventStore(interleave=True)
+        yield store
+        await store.close()
+
+
 class TestPopoJobEventStore(JobEventStoreContract):
     @pytest.fixture
     async def store(self) -> AsyncIterator[JobEventStore]:

@@ -23,6 +23,7 @@ from application.errors import DatasourceQueryFailed, DatasourceUnavailable
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.live_servers import mssql_execute, sql_server
 from tests.integration.reader_helpers import (
     endpoint_with,
@@ -32,7 +33,7 @@ from tests.integration.reader_helpers import (
     table_read,
 )
 
-DATABASE = "fetcher_ds_test"
+DATABASE = unique_name("fetcher_ds_test")
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 SETUP = [
@@ -85,10 +86,22 @@ def _prepare(admin: Endpoint) -> Endpoint:
     return target
 
 
+def _drop(admin: Endpoint) -> None:
+    drop = (
+        f"IF DB_ID('{DATABASE}') IS NOT NULL BEGIN "
+        f"ALTER DATABASE {DATABASE} SET SINGLE_USER WITH ROLLBACK IMMEDIATE; "
+        f"DROP DATABASE {DATABASE}; END"
+    )
+    asyncio.run(mssql_execute(admin, [drop]))
+
+
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[Endpoint]:
     with sql_server() as admin:
-        yield _prepare(admin)
+        try:
+            yield _prepare(admin)
+        finally:
+            _drop(admin)
 
 
 def _reader(endpoint: Endpoint, **options: Any) -> SqlServerReader:

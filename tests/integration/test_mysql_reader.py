@@ -13,7 +13,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,6 +40,7 @@ from application.extraction_plan import ExtractionError, plan_datasource
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.reader_helpers import (
     MY_HOST,
     MY_PORT,
@@ -56,8 +57,8 @@ from tests.integration.reader_helpers import (
     table_read,
 )
 
-DATABASE = f"fetcher_my_reader_{os.getpid()}"
-USER = f"fetcher_pw_{os.getpid()}"
+DATABASE = unique_name("fetcher_my_reader")
+USER = unique_name("fetcher_pw")
 PASSWORD = "s3cr3t @:/?#&=+% ünï😀'\"\\"  # characters a DSN or latin-1 would mangle
 HOSTILE = "O'Brien; DROP TABLE my_types; --"
 
@@ -887,12 +888,21 @@ def _issue(
     return builder.sign(issuer_key, hashes.SHA256())
 
 
+RENAMED_HOST = "db.test.invalid"
+# X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+NAME_MISMATCH = (62, 64)
+
+
 @dataclass(frozen=True)
 class TlsServer:
     port: int
     ca: str
     client_cert: str
     client_key: str
+    folder: Path
+    server_pem: tuple[str, str]
+    renamed_pem: tuple[str, str]
+    """(certificate, key) from the test CA for ``db.test.invalid`` only."""
 
 
 def _free_port() -> int:
@@ -905,7 +915,10 @@ def _free_port() -> int:
 def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
     """A MariaDB of this test's own (its process, its folder) with TLS on; ``fetcher`` may only
     log in over TLS with a client certificate signed by the test CA."""
-    install, daemon = shutil.which("mariadb-install-db"), shutil.which("mariadbd", path="/usr/sbin")
+    # PATH first; a PATH without the sbin folders is common for users other than root.
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+    install = shutil.which("mariadb-install-db", path=search)
+    daemon = shutil.which("mariadbd", path=search)
     if install is None or daemon is None:
         pytest.skip("mariadb-install-db and mariadbd are needed to run a private TLS server")
     folder = tmp_path_factory.mktemp("tls-mariadb")
@@ -916,6 +929,10 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
         [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
     )  # fmt: skip
     client = _issue("fetcher", client_key, ("fetcher-test-ca", ca_key))
+    renamed_key = _key()
+    renamed = _issue(
+        RENAMED_HOST, renamed_key, ("fetcher-test-ca", ca_key), [x509.DNSName(RENAMED_HOST)]
+    )
     for name, item in [("ca.pem", ca), ("server.pem", server), ("server-key.pem", server_key)]:
         (folder / name).write_text(_pem(item))
     user = f"--user={getpass.getuser()}"
@@ -965,7 +982,10 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
                 connection.close()
 
         asyncio.run(configure())
-        yield TlsServer(port, _pem(ca), _pem(client), _pem(client_key))
+        yield TlsServer(
+            port, _pem(ca), _pem(client), _pem(client_key), folder,
+            (_pem(server), _pem(server_key)), (_pem(renamed), _pem(renamed_key)),
+        )  # fmt: skip
     finally:
         process.terminate()
         try:
@@ -973,6 +993,28 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsServer]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+async def _serve_certificate(server: TlsServer, pem: tuple[str, str]) -> None:
+    """Swaps the private server's certificate and key and reloads them (``FLUSH SSL``)."""
+    (server.folder / "server.pem").write_text(pem[0])
+    (server.folder / "server-key.pem").write_text(pem[1])
+    connection = await aiomysql.connect(host="127.0.0.1", port=server.port, user="root")
+    try:
+        async with connection.cursor() as cursor:
+            await cursor.execute("FLUSH SSL")
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+async def renamed_tls_server(tls_server: TlsServer) -> AsyncIterator[TlsServer]:
+    """The same server, presenting a certificate from the same CA for another name."""
+    await _serve_certificate(tls_server, tls_server.renamed_pem)
+    try:
+        yield tls_server
+    finally:
+        await _serve_certificate(tls_server, tls_server.server_pem)
 
 
 def _tls_endpoint(server: TlsServer, mode: str, **change: Any) -> Endpoint:
@@ -1023,3 +1065,24 @@ async def test_tls_failures_are_unavailable(
         causes.append(chain)
         chain = chain.__cause__ or chain.__context__
     assert any(isinstance(error, cause) for error in causes), causes
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_true_refuses_a_certificate_for_another_name_that_skip_verify_accepts(
+    renamed_tls_server: TlsServer, host: str
+) -> None:
+    server = renamed_tls_server
+    verified = _tls_endpoint(server, "true", ssl_ca=server.ca, host=host)
+    with pytest.raises(DatasourceUnavailable) as caught:
+        await MySqlReader().test(verified, timeout=5)
+    chain: BaseException | None = caught.value
+    refusals = []
+    while chain is not None:
+        if isinstance(chain, ssl.SSLCertVerificationError):
+            refusals.append(chain.verify_code)
+        chain = chain.__cause__ or chain.__context__
+    assert refusals and refusals[0] in NAME_MISMATCH, refusals
+    unverified = _tls_endpoint(server, "skip-verify", host=host)
+    reader = MySqlReader()
+    await reader.test(unverified, timeout=5)
+    assert await read_table(reader, unverified, "t") == [{"s": "ünï"}]

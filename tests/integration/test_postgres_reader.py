@@ -1,4 +1,5 @@
-"""PostgresReader against the real PostgreSQL on loopback (database ``fetcher_ds_test``)."""
+"""PostgresReader against the real PostgreSQL on loopback (a database of its own, dropped at the
+end)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import gc
 import json
 import ssl
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from application.errors import (
 from domain.connection import Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.reader_helpers import (
     PG_HOST,
     PG_PORT,
@@ -36,12 +38,13 @@ from tests.integration.reader_helpers import (
     parse,
     pg_admin,
     pg_endpoint,
+    recreate_pg_database,
     self_signed_certificate,
     sessions_settle,
     table_read,
 )
 
-DATABASE = "fetcher_ds_test"
+DATABASE = unique_name("fetcher_ds_test")
 HOSTILE = "O'Brien; DROP TABLE ds_types; --"
 
 SETUP = r"""
@@ -104,12 +107,7 @@ INSERT INTO ds_sales."Mixed Table" VALUES (1);
 
 
 async def _prepare() -> None:
-    admin = await pg_admin()
-    try:
-        if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE):
-            await admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    finally:
-        await admin.close()
+    await recreate_pg_database(DATABASE)
     conn = await pg_admin(DATABASE)
     try:
         await conn.execute(SETUP)
@@ -118,12 +116,23 @@ async def _prepare() -> None:
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Endpoint:
+def endpoint() -> Iterator[Endpoint]:
     try:
         asyncio.run(_prepare())
     except OSError as error:
         pytest.fail(f"PostgreSQL is not reachable at {PG_HOST}:{PG_PORT} ({error})", pytrace=False)
-    return pg_endpoint(DATABASE, password="unused-with-trust-auth")
+    try:
+        yield pg_endpoint(DATABASE, password="unused-with-trust-auth")
+    finally:
+        asyncio.run(_drop())
+
+
+async def _drop() -> None:
+    admin = await pg_admin()
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
+    finally:
+        await admin.close()
 
 
 @pytest.fixture

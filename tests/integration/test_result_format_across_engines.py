@@ -4,7 +4,6 @@ JSON rows, byte for byte, in the common result format (README "Result format")."
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -20,6 +19,7 @@ from application.extraction_plan import ExtractionError, plan_datasource
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection, Endpoint
 from domain.schema import TableRead
+from tests.integration.conftest import unique_name
 from tests.integration.reader_helpers import (
     drop_databases,
     extract,
@@ -34,7 +34,7 @@ from tests.integration.reader_helpers import (
     recreate_pg_database,
 )
 
-DATABASE = f"fetcher_formats_{os.getpid()}"
+DATABASE = unique_name("fetcher_formats")
 
 # name, PostgreSQL type, MariaDB type
 COLUMNS = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
@@ -505,6 +506,14 @@ def _exact_order(a: str, b: str) -> int:
     return (x > y) - (x < y)
 
 
+def _appended_sentinel() -> str:
+    """The character the statement appends to both sides of a text comparison."""
+    sql, _ = where({"label": {"lt": ("b",)}})
+    appended = re.findall(r"\+ NCHAR\((\d+)\)", sql)
+    assert len(appended) == 2 and appended[0] == appended[1], sql
+    return chr(int(appended[0]))
+
+
 @given(
     st.text(st.characters(min_codepoint=1, max_codepoint=0xFFFF, exclude_categories=["Cs"])),
     st.text(st.characters(min_codepoint=1, max_codepoint=0xFFFF, exclude_categories=["Cs"])),
@@ -512,13 +521,18 @@ def _exact_order(a: str, b: str) -> int:
 @example("a", "a ")
 @example("a", "a\t")
 @example("a ", "a\t")
-def test_the_sentinel_makes_padded_comparison_exact(a: str, b: str) -> None:
-    assert _padded_order(a + "\x00", b + "\x00") == _exact_order(a, b)
+@example("", "\x01")
+def test_the_appended_sentinel_makes_padded_comparison_exact(a: str, b: str) -> None:
+    sentinel = _appended_sentinel()
+    assert _padded_order(a + sentinel, b + sentinel) == _exact_order(a, b)
 
 
-def test_without_the_sentinel_padding_would_equate_and_misorder() -> None:
-    assert _padded_order("a", "a ") == 0
-    assert _padded_order("a", "a\t") == 1
+def test_the_appended_sentinel_tells_trailing_spaces_and_tabs_apart() -> None:
+    # Padded, "a" equals "a " and sorts after "a\t"; with the sentinel both come out exact.
+    sentinel = _appended_sentinel()
+    assert (_padded_order("a", "a "), _padded_order("a", "a\t")) == (0, 1)
+    assert _padded_order("a" + sentinel, "a " + sentinel) == -1
+    assert _padded_order("a" + sentinel, "a\t" + sentinel) == -1
 
 
 @pytest.mark.parametrize(

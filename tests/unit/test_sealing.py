@@ -15,7 +15,6 @@ from adapters.crypto.sealing import (
     ResultDecryptionFailed,
     ResultHmacMismatch,
     open_result,
-    result_hmac,
 )
 from application.errors import PortError
 from application.ports.result_sealer import ResultSealer, SealingStream
@@ -68,7 +67,7 @@ def test_large_result_in_mib_chunks_equals_one_shot():
     step = 1024 * 1024 + 1
     stream, pieces = seal([plaintext[i : i + step] for i in range(0, len(plaintext), step)])
     assert b"".join(pieces) == one_shot(plaintext)
-    assert stream.hmac_hex == result_hmac(plaintext, HMAC_KEY)
+    assert stream.hmac_hex == hmac.new(HMAC_KEY, plaintext, hashlib.sha256).hexdigest()
 
 
 def test_byte_at_a_time_equals_one_shot():
@@ -171,11 +170,12 @@ def test_open_result_detects_a_wrong_storage_key():
 
 def test_open_result_detects_an_hmac_mismatch():
     blob, _ = sealed_blob(b"payload")
-    other = result_hmac(b"payload!", HMAC_KEY)
+    other = hmac.new(HMAC_KEY, b"payload!", hashlib.sha256).hexdigest()
     with pytest.raises(ResultHmacMismatch, match="HMAC mismatch"):
         open_result(blob, STORAGE_KEY, HMAC_KEY, other)
+    right = hmac.new(HMAC_KEY, b"payload", hashlib.sha256).hexdigest()
     with pytest.raises(ResultHmacMismatch):
-        open_result(blob, STORAGE_KEY, bytes(32), result_hmac(b"payload", HMAC_KEY))
+        open_result(blob, STORAGE_KEY, bytes(32), right)
     with pytest.raises(ResultHmacMismatch, match="64 hexadecimal"):
         open_result(blob, STORAGE_KEY, HMAC_KEY, "not-hex")
 

@@ -83,7 +83,8 @@ class App:
 
 @pytest.fixture
 def app() -> App:
-    store = InMemoryJobEventStore()
+    # Interleaving: tasks that run at once really race between their reads and appends.
+    store = InMemoryJobEventStore(interleave=True)
     repository = InMemoryConnectionRepository()
     reader = InMemoryDatasourceReader(chunk_rows=2)
     storage = InMemoryResultStorage()

@@ -35,6 +35,8 @@ async def test_twenty_concurrent_identical_requests_create_one_job(app):
     )
     assert sum(r.created for r in results) == 1
     assert len({r.job.id for r in results}) == 1
+    # All twenty found the slot free; nineteen lost the append and retried into the winner.
+    assert app.store.conflicts == 19
 
 
 async def test_failed_job_does_not_block_a_new_request(app):

@@ -139,6 +139,8 @@ async def test_same_job_delivered_to_two_workers_at_once_is_extracted_once(app):
     other = clone(app.run_job, worker_id="worker-2")
     outcomes = await asyncio.gather(app.run_job(job.id), other(job.id))
     assert outcomes == [RunOutcome.DONE, RunOutcome.DONE]
+    # Both read the job as requested; the second claim lost on the optimistic lock.
+    assert app.store.conflicts == 1
     events = await app.store.job_events(job.id)
     assert [type(e).__name__ for e in events] == [
         "JobRequested",
