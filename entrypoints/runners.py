@@ -6,16 +6,15 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
 import uvicorn
 
-from adapters.messaging.envelope import Outcome
 from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
-from application.commands.run_job import RunJob, RunOutcome
+from application.commands.run_job import RunJob
 from application.fresh_job_index import FreshJobIndex
 from application.policies import dispatch_work, emit_events
 from application.policies.dispatch_work import DispatchWork
@@ -23,7 +22,14 @@ from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower, PeriodicTask, ProjectionFollower
 from application.policies.reap_jobs import ReapJobs
 from application.policies.requeue_pending import RequeuePending
-from application.ports.messaging import JobEventPublisher, WorkOrder, WorkQueue
+from application.ports.messaging import (
+    JobEventPublisher,
+    Settlement,
+    WorkConsumer,
+    WorkHandler,
+    WorkOrder,
+    WorkQueue,
+)
 from entrypoints.bootstrap import (
     Core,
     open_core,
@@ -41,16 +47,12 @@ _Runnable = LogFollower | ProjectionFollower | PeriodicTask
 
 HTTP_SHUTDOWN_SECONDS = 5
 
-_OUTCOMES = {RunOutcome.DONE: Outcome.DONE, RunOutcome.RETRY: Outcome.RETRY}
 
-
-def _handler(
-    run_job: RunJob, after: Callable[[], None]
-) -> Callable[[WorkOrder], Awaitable[Outcome]]:
-    async def handle(order: WorkOrder) -> Outcome:
-        outcome = await run_job(order.job_id)
+def _handler(run_job: RunJob, after: Callable[[], None]) -> WorkHandler:
+    async def handle(order: WorkOrder) -> Settlement:
+        settlement = await run_job(order.job_id)
         after()
-        return _OUTCOMES[outcome]
+        return settlement
 
     return handle
 
@@ -79,7 +81,7 @@ async def _until_stopped(stop: asyncio.Event, *jobs: Coroutine[Any, Any, Any]) -
         await asyncio.gather(*late, stopper, return_exceptions=True)
 
 
-async def _consume(consumer: Any, stop: asyncio.Event) -> None:
+async def _consume(consumer: WorkConsumer, stop: asyncio.Event) -> None:
     """Runs a work consumer until ``stop``, then stops it: in-flight jobs get the consumer's
     own grace period, and nothing new is taken."""
     running = asyncio.create_task(consumer.run())
@@ -164,7 +166,7 @@ async def serve(settings: Settings) -> None:
         followers = _followers(core, queue, publisher)
         dispatcher, emitter = followers[0], followers[1]
         handler = _handler(core.run_job(storage), emitter.wake.set)
-        consumer: Any
+        consumer: WorkConsumer
         if isinstance(queue, InProcessWorkQueue):
             requeued = await RequeuePending(
                 core.store, FreshJobIndex(core.index, core.store), queue, core.clock
