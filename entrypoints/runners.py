@@ -16,10 +16,10 @@ from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.commands.run_job import RunJob
 from application.fresh_job_index import FreshJobIndex
-from application.policies import dispatch_work, emit_events
-from application.policies.dispatch_work import DispatchWork
+from application.policies import emit_events, publish_work_orders
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower, PeriodicTask, ProjectionFollower
+from application.policies.publish_work_orders import PublishWorkOrders
 from application.policies.reap_jobs import ReapJobs
 from application.policies.requeue_pending import RequeuePending
 from application.ports.messaging import (
@@ -129,9 +129,9 @@ def _followers(core: Core, queue: WorkQueue, publisher: JobEventPublisher) -> li
     """The log followers and the reaper (run by ``relay``, or by ``serve`` on its own)."""
     return [
         LogFollower(
-            name=dispatch_work.FOLLOWER_NAME,
+            name=publish_work_orders.FOLLOWER_NAME,
             store=core.store,
-            handle=DispatchWork(core.store, queue, core.clock),
+            handle=PublishWorkOrders(core.store, queue, core.clock),
         ),
         LogFollower(
             name=emit_events.FOLLOWER_NAME,

@@ -22,9 +22,9 @@ from application.commands.register_connection import RegisterConnection
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.connections import ConnectionDirectory, EndpointFactory
-from application.policies.dispatch_work import DispatchWork
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower
+from application.policies.publish_work_orders import PublishWorkOrders
 from domain.connection import Connection
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
@@ -124,7 +124,7 @@ def app() -> App:
         ),
         register=RegisterConnection(repository, cipher, clock, ids),
         dispatcher=LogFollower(
-            name="dispatcher", store=store, handle=DispatchWork(store, queue, clock)
+            name="dispatcher", store=store, handle=PublishWorkOrders(store, queue, clock)
         ),
         emitter=LogFollower(name="emitter", store=store, handle=EmitJobEvents(store, publisher)),
     )
