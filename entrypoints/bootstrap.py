@@ -23,8 +23,9 @@ from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
-from adapters.sql.connections import SqlaConnectionRepository, create_engine_for
+from adapters.sql.connections import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
+from adapters.sql.tables import create_engine_for
 from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.commands.request_job import RequestJob
@@ -61,7 +62,7 @@ def load_key_ring(settings: Settings) -> KeyRing:
     keys = settings.keys
     master = keys.master_key
     if master is None:
-        if settings.database_url or settings.broker.url or settings.storage.uses_s3:
+        if settings.database.configured or settings.broker.url or settings.storage.uses_s3:
             raise SettingsError("APP_ENC_KEY is required (base64, at least 32 bytes)")
         path = settings.data_dir / KEY_FILE
         if not path.exists():
@@ -215,8 +216,9 @@ def internal_connection(datasource: InternalDatasource) -> Connection:
 async def open_core(settings: Settings) -> AsyncIterator[Core]:
     ring = load_key_ring(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = EventsourcingJobEventStore.from_url(settings.database_url, settings.sqlite_path)
-    engine = create_engine_for(settings.database_url, settings.data_dir / "fetcher-data.sqlite3")
+    database = settings.database
+    store = EventsourcingJobEventStore.for_database(database.postgres or database.event_store_file)
+    engine = create_engine_for(database.postgres or database.sql_file)
     try:
         await store.open()
         repository = SqlaConnectionRepository(engine)

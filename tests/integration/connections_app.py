@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from adapters.common.clock import SystemClock, Uuid7Generator
+from adapters.common.postgres import PostgresAddress
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
 from adapters.datasources.mysql import MySqlReader
@@ -22,6 +23,7 @@ from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.sql.connections import SqlaConnectionRepository
+from adapters.sql.tables import create_engine_for
 from application.commands.request_job import RequestJob
 from application.connections import ConnectionDirectory, EndpointFactory
 from application.ports.datasource_reader import DatasourceReader
@@ -38,6 +40,13 @@ class Api:
     client: httpx.AsyncClient
     repository: SqlaConnectionRepository
     services: ApiServices
+
+
+def repository_from_url(url: str | None, sqlite_path: Path) -> SqlaConnectionRepository:
+    """A repository on an engine of its own (disposed of with it), as a separate process
+    would have: PostgreSQL for a URL, else the SQLite file."""
+    database = PostgresAddress.from_url(url) if url else sqlite_path
+    return SqlaConnectionRepository(create_engine_for(database), owns_engine=True)
 
 
 def default_reader() -> DatasourceReader:
@@ -65,7 +74,7 @@ async def connections_api(
     reader: DatasourceReader | None = None,
     internal_passwords: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Api]:
-    repository = SqlaConnectionRepository.from_url(database_url, sqlite_path)
+    repository = repository_from_url(database_url, sqlite_path)
     await repository.create_schema()
     cipher = AesGcmCredentialCipher(ring or KeyRing(MASTER_KEY))
     directory = ConnectionDirectory(repository)

@@ -16,7 +16,6 @@ import psycopg
 import pytest
 
 from adapters.crypto.keys import KeyRing
-from adapters.sql.connections import SqlaConnectionRepository
 from application.commands.assign_connection import AssignConnection
 from application.connections import internal_id
 from domain.connection import Connection
@@ -25,7 +24,13 @@ from entrypoints.bootstrap import open_core
 from entrypoints.http.app import create_app
 from entrypoints.settings import Settings
 from tests.integration.conftest import fresh_pg_database
-from tests.integration.connections_app import MASTER_KEY, Api, connections_api, in_loop_client
+from tests.integration.connections_app import (
+    MASTER_KEY,
+    Api,
+    connections_api,
+    in_loop_client,
+    repository_from_url,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -135,9 +140,7 @@ async def test_unassigned_then_concurrent_assign_has_one_winner(
     assert [i["configName"] for i in listed["items"]] == ["legacy"]
 
     # Separate engines (separate connection pools), as separate API processes would have.
-    repositories = [
-        SqlaConnectionRepository.from_url(store_url, tmp_path / "unused.sqlite3") for _ in range(4)
-    ]
+    repositories = [repository_from_url(store_url, tmp_path / "unused.sqlite3") for _ in range(4)]
     cipher = api.services.connections.assign.cipher
     clock = api.services.connections.assign.clock
     try:
