@@ -14,7 +14,6 @@ from application.queries.validate_schema import SchemaIssue
 from application.timefmt import rfc3339nano
 from domain.connection import Connection, normalise_product
 from domain.errors import InvalidRequest
-from entrypoints.container import ApiServices
 from entrypoints.http.errors import error_responses
 from entrypoints.http.jobs import parse_id
 from entrypoints.http.list_params import parse_list_filter
@@ -34,6 +33,7 @@ from entrypoints.http.schemas import (
     ValidateSchemaRequest,
 )
 from entrypoints.http.schemas import SslInput as SslBody
+from entrypoints.roles import ApiServices
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 

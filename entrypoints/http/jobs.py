@@ -15,7 +15,6 @@ from application.timefmt import rfc3339nano
 from domain.errors import InvalidRequest, MissingFields
 from domain.job import Job
 from domain.request import thaw
-from entrypoints.container import ApiServices
 from entrypoints.http.errors import error_responses
 from entrypoints.http.schemas import (
     FetcherRequest,
@@ -24,6 +23,7 @@ from entrypoints.http.schemas import (
     JobHistoryEntry,
     JobView,
 )
+from entrypoints.roles import ApiServices
 
 
 def parse_id(raw: str, what: str) -> UUID:

@@ -1,36 +1,32 @@
-"""The HTTP API on real adapters (a SQL repository, real engine readers), for the connection
-integration tests. Job routes run on the in-memory event store."""
+"""The HTTP API on real adapters (a SQL repository, real engine readers), wired by
+``bootstrap``, for the connection integration tests. Job routes run on the in-memory event
+store."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from adapters.common.clock import SystemClock, Uuid7Generator
 from adapters.common.postgres import PostgresAddress
-from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
 from adapters.datasources.mysql import MySqlReader
 from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.job_index import InMemoryJobIndex
-from adapters.memory.rate_limiter import InMemoryTokenBucket
-from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.sql.connections import SqlaConnectionRepository
 from adapters.sql.tables import create_engine_for
-from application.commands.request_job import RequestJob
-from application.connections import ConnectionDirectory, EndpointFactory
 from application.ports.datasource_reader import DatasourceReader
-from application.queries.get_job import GetJob, GetJobHistory
 from domain.connection import DatabaseType
-from entrypoints.container import ApiServices, connection_services
+from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
+from entrypoints.roles import ApiServices, Role
+from entrypoints.settings import Settings
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 
@@ -72,33 +68,23 @@ async def connections_api(
     *,
     ring: KeyRing | None = None,
     reader: DatasourceReader | None = None,
-    internal_passwords: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Api]:
+    """The API role as ``bootstrap`` wires it, on a connection repository of its own (the
+    database's, or the SQLite file) and in-memory jobs."""
     repository = repository_from_url(database_url, sqlite_path)
     await repository.create_schema()
-    cipher = AesGcmCredentialCipher(ring or KeyRing(MASTER_KEY))
-    directory = ConnectionDirectory(repository)
-    endpoints = EndpointFactory(cipher, internal_passwords=internal_passwords or {})
-    reader = reader or default_reader()
-    clock, ids = SystemClock(), Uuid7Generator()
-    store = InMemoryJobEventStore()
-    services = ApiServices(
-        request_job=RequestJob(store, directory, endpoints, reader, clock, ids),
-        get_job=GetJob(store),
-        get_job_history=GetJobHistory(store),
-        connections=connection_services(
-            directory=directory,
-            endpoints=endpoints,
-            reader=reader,
-            clock=clock,
-            ids=ids,
-            jobs=InMemoryJobIndex(),
-            cache=InMemorySchemaCache(),
-            limiter=InMemoryTokenBucket(),
-        ),
-    )
+    settings = Settings.from_env({"FETCHER_DATA_DIR": str(sqlite_path.parent / "data")})
     try:
-        async with in_loop_client(create_app(services)) as client:
-            yield Api(client, repository, services)
+        async with bootstrap(
+            settings,
+            roles={Role.API},
+            key_ring=ring or KeyRing(MASTER_KEY),
+            store=InMemoryJobEventStore(),
+            connections=repository,
+            job_index=InMemoryJobIndex(),
+            reader=reader or default_reader(),
+        ) as fetcher:
+            async with in_loop_client(create_app(fetcher.api)) as client:
+                yield Api(client, repository, fetcher.api)
     finally:
         await repository.close()

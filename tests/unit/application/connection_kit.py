@@ -15,7 +15,7 @@ from application.ports.datasource_reader import DatasourceReader, RowChunk
 from application.ports.host_guard import HostGuard
 from domain.connection import Connection, Endpoint
 from domain.schema import Schema, TableRead
-from entrypoints.container import ConnectionServices, connection_services
+from entrypoints.roles import ConnectionServices, connection_services
 
 
 class Ticks:
@@ -63,6 +63,7 @@ class Kit:
     cache: InMemorySchemaCache
     reader: ScriptedReader
     ticks: Ticks
+    limiter: InMemoryTokenBucket
 
     async def project_jobs(self) -> None:
         store = self.app.store  # type: ignore[attr-defined]
@@ -85,6 +86,7 @@ def make_kit(
     )
     jobs = InMemoryJobIndex()
     cache = InMemorySchemaCache(300, now=ticks)
+    limiter = InMemoryTokenBucket(now=ticks)
     services = connection_services(
         directory=directory,
         endpoints=endpoints,
@@ -93,10 +95,10 @@ def make_kit(
         ids=app.register.ids,
         jobs=jobs,
         cache=cache,
-        limiter=InMemoryTokenBucket(now=ticks),
+        limiter=limiter,
         guard=guard,
     )
-    return Kit(app, services, jobs, cache, reader, ticks)
+    return Kit(app, services, jobs, cache, reader, ticks, limiter)
 
 
 def pg_input(name: str = "pgsql", **changes: object) -> ConnectionInput:
