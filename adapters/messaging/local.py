@@ -256,12 +256,14 @@ class JsonlJobEventPublisher(JobEventPublisher):
             raise PublishFailed("the events file is not writable")
 
     def _writable(self) -> bool:
+        """The file can be appended to, or created: its nearest existing ancestor is a folder
+        this process may write to (a file there blocks it, whatever its permissions)."""
         if self._path.exists():
-            return os.access(self._path, os.W_OK)
+            return self._path.is_file() and os.access(self._path, os.W_OK)
         parent = self._path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
-        return os.access(parent, os.W_OK)
+        return parent.is_dir() and os.access(parent, os.W_OK)
 
     async def close(self) -> None:
         self._closed = True
