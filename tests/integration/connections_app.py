@@ -19,8 +19,11 @@ from adapters.datasources.postgres import PostgresReader
 from adapters.datasources.registry import EngineRegistry
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.job_index import InMemoryJobIndex
+from adapters.memory.messaging import RecordingWorkConsumer, RecordingWorkQueue
+from adapters.memory.result_storage import InMemoryResultStorage
 from adapters.sql.connections import SqlaConnectionRepository
 from adapters.sql.tables import create_engine_for
+from application.commands.run_job import RunJob, RunLimits
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import DatabaseType
 from entrypoints.bootstrap import bootstrap
@@ -36,6 +39,9 @@ class Api:
     client: httpx.AsyncClient
     repository: SqlaConnectionRepository
     services: ApiServices
+    run_job: RunJob
+    """The worker's job runner, storing results in ``storage``."""
+    storage: InMemoryResultStorage
 
 
 def repository_from_url(url: str | None, sqlite_path: Path) -> SqlaConnectionRepository:
@@ -69,22 +75,26 @@ async def connections_api(
     ring: KeyRing | None = None,
     reader: DatasourceReader | None = None,
 ) -> AsyncIterator[Api]:
-    """The API role as ``bootstrap`` wires it, on a connection repository of its own (the
-    database's, or the SQLite file) and in-memory jobs."""
+    """The API and the worker as ``bootstrap`` wires them, on a connection repository of its
+    own (the database's, or the SQLite file), in-memory jobs and results."""
     repository = repository_from_url(database_url, sqlite_path)
     await repository.create_schema()
     settings = Settings.from_env({"FETCHER_DATA_DIR": str(sqlite_path.parent / "data")})
+    storage, queue = InMemoryResultStorage(), RecordingWorkQueue()
     try:
         async with bootstrap(
             settings,
-            roles={Role.API},
+            roles={Role.API, Role.WORKER},
             key_ring=ring or KeyRing(MASTER_KEY),
             store=InMemoryJobEventStore(),
             connections=repository,
             job_index=InMemoryJobIndex(),
             reader=reader or default_reader(),
+            storage=storage,
+            work_consumer=lambda handler: RecordingWorkConsumer(queue, handler),
+            run_limits=RunLimits(retry_backoff=0.0),
         ) as fetcher:
             async with in_loop_client(create_app(fetcher.api)) as client:
-                yield Api(client, repository, fetcher.api)
+                yield Api(client, repository, fetcher.api, fetcher.worker.run_job, storage)
     finally:
         await repository.close()
