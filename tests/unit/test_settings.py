@@ -42,7 +42,7 @@ def test_invalid_settings_name_the_variable(env, fragment):
         Settings.from_env(env)
 
 
-def test_the_database_url_is_parsed_once_into_its_parts(tmp_path):
+def test_the_database_url_is_parsed_once_into_its_parts():
     url = "postgresql://fetcher:p%40ss@db.internal:6543/jobs?application_name=fetcher"
     database = Settings.from_env({"FETCHER_DATABASE_URL": url}).database
     assert database.configured and database.postgres is not None
