@@ -1,154 +1,80 @@
-"""The composition root: builds adapters from settings and wires the use cases."""
+"""The composition root: every adapter built from settings (or overridden), every role wired.
+
+``bootstrap`` is the one place that decides which adapter serves which port. The runners (and
+so the end-to-end processes) and the tests all go through it; tests swap adapters with its
+overrides instead of wiring use cases by hand.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable, Collection
 
 from adapters.common.clock import SystemClock, Uuid7Generator
 from adapters.crypto.credentials import AesGcmCredentialCipher
-from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
+from adapters.crypto.keys import KeyRing
 from adapters.crypto.sealing import AesGcmResultSealer
 from adapters.crypto.signing import HmacMessageSigner
 from adapters.datasources.registry import EngineRegistry
-from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
-from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
-from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
+from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
-from adapters.sql.connections import SqlaConnectionRepository, create_engine_for
-from adapters.sql.job_index import SqlaJobIndex
-from adapters.storage.filesystem import FilesystemResultStorage
-from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.connections import ConnectionDirectory, EndpointFactory, internal_id
 from application.fresh_job_index import FreshJobIndex
+from application.ports.clock import Clock, IdGenerator
+from application.ports.connection_repository import ConnectionRepository
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
-from application.ports.messaging import JobEventPublisher, WorkQueue
+from application.ports.messaging import (
+    JobEventPublisher,
+    WorkConsumer,
+    WorkHandler,
+    WorkQueue,
+)
 from application.ports.rate_limiter import RateLimiter
 from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
 from application.queries.get_job import GetJob, GetJobHistory
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
-from entrypoints.container import ApiServices, connection_services
+from entrypoints.infrastructure import (
+    declare_broker_topology,
+    load_key_ring,
+    open_event_publisher,
+    open_event_store,
+    open_rabbit_consumer,
+    open_result_storage,
+    open_sql_adapters,
+    open_work_queue,
+    passive_broker_checks,
+)
+from entrypoints.roles import (
+    ALL_ROLES,
+    ApiServices,
+    Check,
+    Fetcher,
+    Relay,
+    Role,
+    Worker,
+    build_relay,
+    connection_services,
+    no_op,
+    run_limits_from,
+    work_handler,
+)
 from entrypoints.settings import Settings, SettingsError
 
-log = logging.getLogger("fetcher")
-
-KEY_FILE = "master.key"
-
-
-def load_key_ring(settings: Settings) -> KeyRing:
-    """``APP_ENC_KEY``; on the embedded default without it, a key generated once into the data
-    folder (the service says so at start)."""
-    keys = settings.keys
-    master = keys.master_key
-    if master is None:
-        if settings.database_url or settings.broker.url or settings.storage.uses_s3:
-            raise SettingsError("APP_ENC_KEY is required (base64, at least 32 bytes)")
-        path = settings.data_dir / KEY_FILE
-        if not path.exists():
-            settings.data_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(generate_master_key() + "\n")
-            log.warning("APP_ENC_KEY is not set: generated a master key into %s", path)
-        else:
-            log.warning("APP_ENC_KEY is not set: using the generated master key in %s", path)
-        master = path.read_text().strip()
-    try:
-        return KeyRing(master, keys.version, keys.previous or None)
-    except InvalidMasterKey as error:
-        raise SettingsError(f"APP_ENC_KEY is invalid: {error}") from None
-
-
-@dataclass(slots=True)
-class Core:
-    """Adapters every role shares, opened once per process."""
-
-    settings: Settings
-    ring: KeyRing
-    store: JobEventStore
-    directory: ConnectionDirectory
-    endpoints: EndpointFactory
-    reader: DatasourceReader
-    index: JobIndex
-    schema_cache: SchemaCache
-    test_limiter: RateLimiter
-    host_guard: HostGuard | None = None
-    engines: frozenset[DatabaseType] = frozenset({DatabaseType.POSTGRESQL})
-    clock: SystemClock = field(default_factory=SystemClock)
-    ids: Uuid7Generator = field(default_factory=Uuid7Generator)
-
-    @property
-    def internal_signer(self) -> HmacMessageSigner:
-        return HmacMessageSigner.from_ring(self.ring, "internal")
-
-    @property
-    def external_signer(self) -> HmacMessageSigner:
-        return HmacMessageSigner.from_ring(self.ring, "external")
-
-    def api_services(self, checks: dict | None = None) -> ApiServices:
-        options = self.settings.connections
-        return ApiServices(
-            request_job=RequestJob(
-                self.store,
-                self.directory,
-                self.endpoints,
-                self.reader,
-                self.clock,
-                self.ids,
-                schemas=self.schema_cache,
-            ),
-            get_job=GetJob(self.store),
-            get_job_history=GetJobHistory(self.store),
-            connections=connection_services(
-                directory=self.directory,
-                endpoints=self.endpoints,
-                reader=self.reader,
-                clock=self.clock,
-                ids=self.ids,
-                jobs=FreshJobIndex(self.index, self.store),
-                cache=self.schema_cache,
-                limiter=self.test_limiter,
-                guard=self.host_guard,
-                supported=self.engines,
-                max_page_limit=options.max_pagination_limit,
-                max_months=options.max_pagination_months,
-            ),
-            checks=checks or {"event_store": self.store.check},
-            version=self.settings.version,
-        )
-
-    def run_job(self, storage: ResultStorage) -> RunJob:
-        engine = self.settings.engine
-        return RunJob(
-            store=self.store,
-            directory=self.directory,
-            endpoints=self.endpoints,
-            reader=self.reader,
-            sealer=AesGcmResultSealer.from_ring(self.ring),
-            storage=storage,
-            clock=self.clock,
-            worker_id=f"{socket.gethostname()}:{os.getpid()}",
-            limits=RunLimits(
-                max_result_bytes=engine.max_result_bytes,
-                timeout=engine.timeout_seconds,
-                parallelism=engine.parallelism,
-            ),
-        )
+FOLLOWER_POLL_SECONDS = 0.5
+RELAY_POLL_SECONDS = 0.2
+"""A relay without the API in its process is never woken by a new job, so it looks more often."""
 
 
 def datasource_engines() -> dict[DatabaseType, Callable[[], DatasourceReader]]:
@@ -211,111 +137,159 @@ def internal_connection(datasource: InternalDatasource) -> Connection:
 
 
 @contextlib.asynccontextmanager
-async def open_core(settings: Settings) -> AsyncIterator[Core]:
-    ring = load_key_ring(settings)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = EventsourcingJobEventStore.from_url(settings.database_url, settings.sqlite_path)
-    engine = create_engine_for(settings.database_url, settings.data_dir / "fetcher-data.sqlite3")
-    try:
-        await store.open()
-        repository = SqlaConnectionRepository(engine)
-        await repository.create_schema()
-        index = SqlaJobIndex(engine)
-        await index.create_schema()
-        cipher = AesGcmCredentialCipher(ring)
+async def bootstrap(
+    settings: Settings,
+    *,
+    roles: Collection[Role] = ALL_ROLES,
+    key_ring: KeyRing | None = None,
+    store: JobEventStore | None = None,
+    connections: ConnectionRepository | None = None,
+    job_index: JobIndex | None = None,
+    reader: DatasourceReader | None = None,
+    host_guard: HostGuard | None = None,
+    schema_cache: SchemaCache | None = None,
+    test_limiter: RateLimiter | None = None,
+    storage: ResultStorage | None = None,
+    work_queue: WorkQueue | None = None,
+    event_publisher: JobEventPublisher | None = None,
+    work_consumer: Callable[[WorkHandler], WorkConsumer] | None = None,
+    clock: Clock | None = None,
+    ids: IdGenerator | None = None,
+    worker_id: str | None = None,
+    run_limits: RunLimits | None = None,
+) -> AsyncIterator[Fetcher]:
+    """Opens what ``roles`` need from ``settings``, wires those roles, closes it all at exit.
+
+    Every keyword replaces the adapter (or value) bootstrap would build, so tests swap
+    adapters without wiring use cases themselves. A given ``reader`` is used as it is (it must
+    guard its own dials); a given ``host_guard`` turns the SSRF guard on; ``work_consumer``
+    builds the consumer around the worker's handler. Bootstrap closes only what it opened.
+    ``roles`` also decides what is opened at all: the relay opens no result storage, the API
+    alone no work queue.
+    """
+    roles = frozenset(roles)
+    async with contextlib.AsyncExitStack() as stack:
+        ring = load_key_ring(settings) if key_ring is None else key_ring
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        if clock is None:
+            clock = SystemClock()
+        if store is None:
+            store = await stack.enter_async_context(open_event_store(settings))
+        repository, index = await stack.enter_async_context(
+            open_sql_adapters(settings, connections, job_index)
+        )
+        await declare_broker_topology(settings)
+        if storage is None and roles & {Role.API, Role.WORKER}:
+            storage = await stack.enter_async_context(open_result_storage(settings))
+
         options = settings.connections
-        internal = options.internal
         engines = datasource_engines()
-        reader: DatasourceReader = EngineRegistry(engines)
-        guard = NetworkHostGuard() if options.ssrf_guard else None
-        if guard is not None:
-            reader = GuardedDatasourceReader(reader, guard)
-        yield Core(
-            settings=settings,
-            ring=ring,
-            store=store,
-            directory=ConnectionDirectory(
-                repository, {d.config_name: internal_connection(d) for d in internal}
-            ),
-            endpoints=EndpointFactory(cipher),
-            reader=reader,
-            index=index,
-            schema_cache=InMemorySchemaCache(options.schema_cache_ttl_seconds),
-            test_limiter=InMemoryTokenBucket(capacity=10, per_minute=10),
-            host_guard=guard,
-            engines=frozenset(engines),
+        if host_guard is None and options.ssrf_guard:
+            host_guard = NetworkHostGuard()
+        if reader is None:
+            reader = EngineRegistry(engines)
+            if host_guard is not None:
+                reader = GuardedDatasourceReader(reader, host_guard)
+        directory = ConnectionDirectory(
+            repository, {d.config_name: internal_connection(d) for d in options.internal}
         )
-    finally:
-        await store.close()
-        await engine.dispose()
+        endpoints = EndpointFactory(AesGcmCredentialCipher(ring))
+        internal_signer = HmacMessageSigner.from_ring(ring, "internal")
 
-
-@contextlib.asynccontextmanager
-async def open_storage(settings: Settings) -> AsyncIterator[ResultStorage]:
-    config = settings.storage
-    storage: ResultStorage
-    if config.uses_s3:
-        if config.bucket is None:
-            raise SettingsError("OBJECT_STORAGE_BUCKET is required")
-        storage = await S3ResultStorage.open(
-            S3Settings(
-                bucket=config.bucket,
-                endpoint_url=config.endpoint,
-                region=config.region,
-                key_prefix=config.key_prefix,
-                access_key_id=config.access_key_id,
-                secret_access_key=config.secret_key,
-                use_path_style=config.path_style,
+        relay: Relay | None = None
+        if Role.RELAY in roles:
+            if work_queue is None:
+                work_queue = await stack.enter_async_context(
+                    open_work_queue(settings, internal_signer)
+                )
+            if event_publisher is None:
+                external_signer = HmacMessageSigner.from_ring(ring, "external")
+                event_publisher = await stack.enter_async_context(
+                    open_event_publisher(settings, external_signer)
+                )
+            relay = build_relay(
+                settings,
+                store,
+                index,
+                work_queue,
+                event_publisher,
+                clock,
+                poll_interval=FOLLOWER_POLL_SECONDS if Role.API in roles else RELAY_POLL_SECONDS,
+                queue_is_volatile=isinstance(work_queue, InProcessWorkQueue),
             )
-        )
-    else:
-        storage = FilesystemResultStorage(
-            settings.data_dir / "objects", key_prefix=config.key_prefix
-        )
-    try:
-        yield storage
-    finally:
-        await storage.close()
 
+        worker: Worker | None = None
+        if Role.WORKER in roles:
+            if storage is None:
+                raise SettingsError("the worker needs result storage")
+            run_job = RunJob(
+                store=store,
+                directory=directory,
+                endpoints=endpoints,
+                reader=reader,
+                sealer=AesGcmResultSealer.from_ring(ring),
+                storage=storage,
+                clock=clock,
+                worker_id=f"{socket.gethostname()}:{os.getpid()}"
+                if worker_id is None
+                else worker_id,
+                limits=run_limits_from(settings) if run_limits is None else run_limits,
+            )
+            # In one process, a finished job wakes the emitter at once.
+            handler = work_handler(run_job, after=relay.emitter.wake.set if relay else None)
+            consumer: WorkConsumer
+            if work_consumer is not None:
+                consumer = work_consumer(handler)
+                stack.push_async_callback(consumer.stop)
+            elif isinstance(work_queue, InProcessWorkQueue):
+                consumer = InProcessWorkConsumer(
+                    work_queue, internal_signer, handler, concurrency=settings.broker.workers
+                )
+                stack.push_async_callback(consumer.stop)
+            else:
+                consumer = await stack.enter_async_context(
+                    open_rabbit_consumer(settings, internal_signer, handler)
+                )
+            worker = Worker(run_job=run_job, consumer=consumer)
 
-def topology(settings: Settings) -> RabbitTopology:
-    return RabbitTopology(
-        work_queue=settings.broker.work_queue, events_exchange=settings.broker.events_exchange
-    )
-
-
-@contextlib.asynccontextmanager
-async def open_work_queue(core: Core) -> AsyncIterator[WorkQueue]:
-    broker = core.settings.broker
-    queue: WorkQueue
-    if broker.url:
-        await topology(core.settings).apply(broker.url)
-        queue = await AioPikaWorkQueue.connect(broker.url, broker.work_queue, core.internal_signer)
-    else:
-        queue = InProcessWorkQueue(core.internal_signer, queue_name=broker.work_queue)
-    try:
-        yield queue
-    finally:
-        await queue.close()
-
-
-@contextlib.asynccontextmanager
-async def open_event_publisher(core: Core) -> AsyncIterator[JobEventPublisher]:
-    broker = core.settings.broker
-    publisher: JobEventPublisher
-    if broker.url:
-        await topology(core.settings).apply(broker.url)
-        publisher = await AioPikaJobEventPublisher.connect(
-            broker.url, broker.events_exchange, broker.cloudevents_source, core.external_signer
-        )
-    else:
-        publisher = JsonlJobEventPublisher(
-            Path(core.settings.data_dir) / "events.jsonl",
-            source=broker.cloudevents_source,
-            signer=core.external_signer,
-            exchange=broker.events_exchange,
-        )
-    try:
-        yield publisher
-    finally:
-        await publisher.close()
+        api: ApiServices | None = None
+        if Role.API in roles:
+            checks: dict[str, Check] = {"event_store": store.check}
+            if work_queue is not None and event_publisher is not None:
+                checks.update(broker=work_queue.check, events=event_publisher.check)
+            else:
+                checks.update(passive_broker_checks(settings))
+            if storage is not None:
+                checks["storage"] = storage.check
+            if schema_cache is None:
+                schema_cache = InMemorySchemaCache(options.schema_cache_ttl_seconds)
+            if test_limiter is None:
+                test_limiter = InMemoryTokenBucket(capacity=10, per_minute=10)
+            if ids is None:
+                ids = Uuid7Generator()
+            api = ApiServices(
+                request_job=RequestJob(
+                    store, directory, endpoints, reader, clock, ids, schemas=schema_cache
+                ),
+                get_job=GetJob(store),
+                get_job_history=GetJobHistory(store),
+                connections=connection_services(
+                    directory=directory,
+                    endpoints=endpoints,
+                    reader=reader,
+                    clock=clock,
+                    ids=ids,
+                    jobs=FreshJobIndex(index, store),
+                    cache=schema_cache,
+                    limiter=test_limiter,
+                    guard=host_guard,
+                    supported=frozenset(engines),
+                    max_page_limit=options.max_pagination_limit,
+                    max_months=options.max_pagination_months,
+                ),
+                checks=checks,
+                version=settings.version,
+                # In one process, a recorded job wakes the dispatcher at once.
+                on_job_recorded=relay.dispatcher.wake.set if relay else no_op,
+            )
+        yield Fetcher(api=api, worker=worker, relay=relay)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from adapters.common.postgres import PostgresAddress
 from entrypoints.connection_settings import ConnectionSettings, ConnectionSettingsError
 
 
@@ -165,9 +166,44 @@ class EngineSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class DatabaseSettings:
+    """The service's own database, ``FETCHER_DATABASE_URL``, parsed once, here.
+
+    A ``postgresql://`` URL gives ``postgres``: the event store and the SQL adapters (connections,
+    job index) share that database. Otherwise each lives in a SQLite file: the URL's one file
+    for ``sqlite:///path``, by default two files in the data folder.
+    """
+
+    postgres: PostgresAddress | None
+    event_store_file: Path
+    sql_file: Path
+    configured: bool
+    """Whether ``FETCHER_DATABASE_URL`` was given (the embedded default has none)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], data_dir: Path) -> DatabaseSettings:
+        url = env.get("FETCHER_DATABASE_URL", "").strip()
+        defaults = {
+            "event_store_file": data_dir / "fetcher.sqlite3",
+            "sql_file": data_dir / "fetcher-data.sqlite3",
+        }
+        if not url:
+            return cls(postgres=None, configured=False, **defaults)
+        if url.startswith("sqlite:///"):
+            path = Path(url.removeprefix("sqlite:///"))
+            return cls(postgres=None, event_store_file=path, sql_file=path, configured=True)
+        if url.startswith(("postgresql://", "postgres://")):
+            try:
+                return cls(postgres=PostgresAddress.from_url(url), configured=True, **defaults)
+            except ValueError as error:
+                raise SettingsError(f"FETCHER_DATABASE_URL is invalid: {error}") from None
+        raise SettingsError("FETCHER_DATABASE_URL must be a postgresql:// or sqlite:/// URL")
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     data_dir: Path
-    database_url: str | None = field(repr=False)
+    database: DatabaseSettings
     http: HttpSettings
     keys: KeySettings
     broker: BrokerSettings
@@ -176,21 +212,13 @@ class Settings:
     version: str
     connections: ConnectionSettings = field(default_factory=ConnectionSettings)
 
-    @property
-    def sqlite_path(self) -> Path:
-        return self.data_dir / "fetcher.sqlite3"
-
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        database_url = env.get("FETCHER_DATABASE_URL", "").strip() or None
-        if database_url and not database_url.startswith(
-            ("postgresql://", "postgres://", "sqlite:///", "memory://")
-        ):
-            raise SettingsError("FETCHER_DATABASE_URL must be a postgresql:// or sqlite:/// URL")
+        data_dir = Path(env.get("FETCHER_DATA_DIR", "").strip() or "./var").resolve()
         return cls(
-            data_dir=Path(env.get("FETCHER_DATA_DIR", "").strip() or "./var").resolve(),
-            database_url=database_url,
+            data_dir=data_dir,
+            database=DatabaseSettings.from_env(env, data_dir),
             http=HttpSettings.from_env(env),
             keys=KeySettings.from_env(env),
             broker=BrokerSettings.from_env(env),

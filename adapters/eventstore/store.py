@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
 from uuid import UUID
 
 import psycopg
@@ -40,6 +39,7 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresFactory
 from psycopg.sql import SQL, Identifier
 
+from adapters.common.postgres import PostgresAddress
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from domain.dedup import RequestSlotTaken
 from domain.errors import ConcurrencyConflict, Unavailable
@@ -64,22 +64,20 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 
 
 def postgres_env(
-    url: str, *, schema: str | None = None, connect_timeout: int = 5, pool_size: int = 5
+    database: PostgresAddress,
+    *,
+    schema: str | None = None,
+    connect_timeout: int = 5,
+    pool_size: int = 5,
 ) -> dict[str, str]:
-    """Library settings for a ``postgresql://user:pass@host:port/dbname`` URL."""
-    parts = urlsplit(url)
-    if not parts.scheme.startswith(("postgresql", "postgres")):
-        raise ValueError("not a postgresql:// URL")
-    dbname = unquote(parts.path.lstrip("/"))
-    if not dbname:
-        raise ValueError("the PostgreSQL URL names no database")
+    """Library settings for a PostgreSQL database."""
     env = {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
-        "POSTGRES_DBNAME": dbname,
-        "POSTGRES_HOST": parts.hostname or "127.0.0.1",
-        "POSTGRES_PORT": str(parts.port or 5432),
-        "POSTGRES_USER": unquote(parts.username or "postgres"),
-        "POSTGRES_PASSWORD": unquote(parts.password or ""),
+        "POSTGRES_DBNAME": database.database,
+        "POSTGRES_HOST": database.host,
+        "POSTGRES_PORT": str(database.port),
+        "POSTGRES_USER": database.user,
+        "POSTGRES_PASSWORD": database.password,
         "POSTGRES_CONNECT_TIMEOUT": str(connect_timeout),
         "POSTGRES_POOL_SIZE": "2",
         "POSTGRES_MAX_OVERFLOW": str(max(0, pool_size - 2)),
@@ -124,8 +122,8 @@ class EventsourcingJobEventStore(JobEventStore):
     """``JobEventStore`` on PostgreSQL, SQLite or memory, chosen by the settings in ``env``.
 
     ``env`` is the library's environment, given explicitly (``os.environ`` is never read).
-    Open with ``from_url`` (cheap, no I/O), optionally ``await open()`` to fail fast and create
-    the tables; finish with ``await close()``.
+    Open with ``for_database`` or ``in_memory`` (cheap, no I/O), optionally ``await open()``
+    to fail fast and create the tables; finish with ``await close()``.
     """
 
     def __init__(self, env: Mapping[str, str], *, max_workers: int = 8) -> None:
@@ -142,33 +140,26 @@ class EventsourcingJobEventStore(JobEventStore):
             self._sqlite_path = None
 
     @classmethod
-    def from_url(
+    def for_database(
         cls,
-        url: str | None,
-        sqlite_path: Path | None = None,
+        database: PostgresAddress | Path,
         *,
         schema: str | None = None,
         max_workers: int = 8,
         connect_timeout: int = 5,
     ) -> EventsourcingJobEventStore:
-        """``postgresql://…`` → PostgreSQL (tables in ``schema``, default public);
-        ``sqlite:///path`` → SQLite file; ``memory://`` → in process; None → SQLite at
-        ``sqlite_path``."""
-        if url is None:
-            if sqlite_path is None:
-                raise ValueError("no event store URL and no SQLite path")
-            env = sqlite_env(sqlite_path)
-        elif url.startswith(("postgresql", "postgres:")):
-            env = postgres_env(
-                url, schema=schema, connect_timeout=connect_timeout, pool_size=max_workers
-            )
-        elif url.startswith("sqlite:///"):
-            env = sqlite_env(Path(url.removeprefix("sqlite:///")))
-        elif url.startswith("memory://"):
-            env = memory_env()
-        else:
-            raise ValueError("unsupported event store URL scheme")
+        """A PostgreSQL database (tables in ``schema``, default public) or a SQLite file."""
+        if isinstance(database, Path):
+            return cls(sqlite_env(database), max_workers=max_workers)
+        env = postgres_env(
+            database, schema=schema, connect_timeout=connect_timeout, pool_size=max_workers
+        )
         return cls(env, max_workers=max_workers)
+
+    @classmethod
+    def in_memory(cls) -> EventsourcingJobEventStore:
+        """The library's in-process recorder: nothing survives the process."""
+        return cls(memory_env())
 
     # The seam: everything below that touches the library runs on the executor.
 

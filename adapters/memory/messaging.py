@@ -1,4 +1,5 @@
-"""In-memory publishers that record what was published, for tests and local wiring.
+"""In-memory publishers that record what was published, and a consumer of the recorded work
+orders, for tests and local wiring.
 
 ``fail_next(n)`` makes the next ``n`` publishes raise ``PublishFailed`` (nothing is recorded
 for them), to exercise retry paths; ``unavailable`` makes ``check`` fail.
@@ -6,8 +7,18 @@ for them), to exercise retry paths; ``unavailable`` makes ``check`` fail.
 
 from __future__ import annotations
 
+import asyncio
+
 from application.errors import PublishFailed
-from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
+from application.ports.messaging import (
+    JobEventPublisher,
+    JobNotification,
+    Settlement,
+    WorkConsumer,
+    WorkHandler,
+    WorkOrder,
+    WorkQueue,
+)
 
 
 class _FailureSwitch:
@@ -37,13 +48,87 @@ class _FailureSwitch:
 
 
 class RecordingWorkQueue(_FailureSwitch, WorkQueue):
+    """Records every order in ``published``; ``waiting`` holds those no consumer has taken yet,
+    ``dead_letters`` those a consumer rejected."""
+
     def __init__(self) -> None:
         super().__init__()
         self.published: list[WorkOrder] = []
+        self.waiting: asyncio.Queue[WorkOrder] = asyncio.Queue()
+        self.dead_letters: list[WorkOrder] = []
 
     async def publish(self, order: WorkOrder) -> None:
         self._before_publish()
         self.published.append(order)
+        self.waiting.put_nowait(order)
+
+
+class RecordingWorkConsumer(WorkConsumer):
+    """Hands the orders waiting on a ``RecordingWorkQueue`` to ``handler``, one at a time, in
+    order. ``REQUEUE`` (or a handler error) puts the order back after ``retry_delay`` seconds;
+    ``DEAD_LETTER`` moves it to the queue's ``dead_letters``. There is no signature to check:
+    the orders never leave the process."""
+
+    def __init__(
+        self, queue: RecordingWorkQueue, handler: WorkHandler, *, retry_delay: float = 0.0
+    ) -> None:
+        self._queue = queue
+        self._handler = handler
+        self._retry_delay = retry_delay
+        self._stopping = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._running = False
+
+    async def run(self) -> None:
+        self._running = True
+        try:
+            while (order := await self._next()) is not None:
+                await self._handle(order)
+        finally:
+            self._finished.set()
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._running:
+            await self._finished.wait()
+
+    async def _next(self) -> WorkOrder | None:
+        """The next waiting order, or None once stopping (an order taken meanwhile goes back)."""
+        if self._stopping.is_set():
+            return None
+        taking = asyncio.ensure_future(self._queue.waiting.get())
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({taking, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            self._give_back(taking)
+            raise
+        finally:
+            stopping.cancel()
+        if not taking.done() or self._stopping.is_set():
+            self._give_back(taking)
+            return None
+        return taking.result()
+
+    def _give_back(self, taking: asyncio.Future[WorkOrder]) -> None:
+        if taking.done() and not taking.cancelled():
+            self._queue.waiting.put_nowait(taking.result())
+        else:
+            taking.cancel()
+
+    async def _handle(self, order: WorkOrder) -> None:
+        try:
+            settlement = await self._handler(order)
+        except asyncio.CancelledError:
+            self._queue.waiting.put_nowait(order)
+            raise
+        except Exception:
+            settlement = Settlement.REQUEUE
+        if settlement is Settlement.REQUEUE:
+            await asyncio.sleep(self._retry_delay)
+            self._queue.waiting.put_nowait(order)
+        elif settlement is Settlement.DEAD_LETTER:
+            self._queue.dead_letters.append(order)
 
 
 class RecordingJobEventPublisher(_FailureSwitch, JobEventPublisher):

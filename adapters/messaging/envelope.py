@@ -11,14 +11,13 @@ import asyncio
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 from uuid import UUID, uuid4
 
 from application.errors import InvalidSignature
-from application.ports.messaging import WorkOrder
+from application.ports.messaging import Settlement, WorkHandler, WorkOrder
 from application.ports.signer import MessageSigner
 from domain.errors import FetcherError
 
@@ -98,35 +97,6 @@ def open_work_message(
     return WorkOrder(job_id=job_id, body=body, request_id=header_text(headers.get("X-Request-Id")))
 
 
-class Outcome(Enum):
-    """What a work handler decided about one order."""
-
-    DONE = "done"
-    """Handled (or nothing left to do): acknowledge."""
-    RETRY = "retry"
-    """Not now: requeue after a short delay."""
-    DEAD_LETTER = "dead_letter"
-    """Never: reject without requeue, so the broker keeps it in the dead-letter queue."""
-
-
-WorkHandler = Callable[[WorkOrder], Awaitable[Outcome]]
-
-
-class Disposition(Enum):
-    """How the transport settles a delivery."""
-
-    ACK = "ack"
-    REQUEUE = "requeue"
-    DEAD_LETTER = "dead_letter"
-
-
-_OUTCOMES = {
-    Outcome.DONE: Disposition.ACK,
-    Outcome.RETRY: Disposition.REQUEUE,
-    Outcome.DEAD_LETTER: Disposition.DEAD_LETTER,
-}
-
-
 def _safe_error(error: BaseException) -> str:
     if isinstance(error, FetcherError):
         return f"{type(error).__name__}: {error}"
@@ -143,10 +113,10 @@ async def pause(seconds: float, stopping: asyncio.Event) -> None:
         pass
 
 
-class WorkDispatcher:
+class DeliveryProcessor:
     """Opens a delivery, runs the handler and says how to settle it.
 
-    Delays (``retry_delay`` for ``RETRY``; an exponential backoff from ``error_backoff`` up to
+    Delays (``retry_delay`` for ``REQUEUE``; an exponential backoff from ``error_backoff`` up to
     ``max_backoff`` per job for handler errors) are served before the requeue, so a requeued
     message does not spin; they end early when ``stopping`` is set. Bodies are never logged.
     """
@@ -171,7 +141,7 @@ class WorkDispatcher:
         self._max_backoff = max_backoff
         self._failures: OrderedDict[UUID, int] = OrderedDict()
 
-    async def dispatch(
+    async def process(
         self,
         *,
         headers: Mapping[str, object],
@@ -179,9 +149,9 @@ class WorkDispatcher:
         exchange: str,
         routing_key: str,
         stopping: asyncio.Event,
-    ) -> Disposition:
+    ) -> Settlement:
         if stopping.is_set():
-            return Disposition.REQUEUE
+            return Settlement.REQUEUE
         try:
             order = open_work_message(
                 headers=headers,
@@ -193,13 +163,13 @@ class WorkDispatcher:
             )
         except InvalidSignature as e:
             logger.warning("work message dead-lettered: invalid signature (%s)", e)
-            return Disposition.DEAD_LETTER
+            return Settlement.DEAD_LETTER
         except UnreadableMessage as e:
             logger.warning("work message dead-lettered: %s", e)
-            return Disposition.DEAD_LETTER
+            return Settlement.DEAD_LETTER
 
         try:
-            outcome = await self._handler(order)
+            settlement = await self._handler(order)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -212,14 +182,14 @@ class WorkDispatcher:
             )
             logger.debug("work handler failure for job %s", order.job_id, exc_info=True)
             await pause(delay, stopping)
-            return Disposition.REQUEUE
+            return Settlement.REQUEUE
 
         self._failures.pop(order.job_id, None)
-        if outcome is Outcome.RETRY:
+        if settlement is Settlement.REQUEUE:
             await pause(self._retry_delay, stopping)
-        elif outcome is Outcome.DEAD_LETTER:
+        elif settlement is Settlement.DEAD_LETTER:
             logger.warning("work message for job %s dead-lettered by its handler", order.job_id)
-        return _OUTCOMES[outcome]
+        return settlement
 
     def _backoff(self, job_id: UUID) -> float:
         failures = self._failures.pop(job_id, 0) + 1

@@ -1,7 +1,7 @@
 """Embedded twins of the RabbitMQ adapters, for a single process without a broker.
 
 The work queue holds the same signed messages the broker would, and its consumer opens them
-through the same ``WorkDispatcher``, so signatures and outcomes behave alike. Nothing here
+through the same ``DeliveryProcessor``, so signatures and settlements behave alike. Nothing here
 survives a restart except the events file.
 """
 
@@ -20,15 +20,21 @@ from adapters.messaging.cloudevents_mapping import job_event_message
 from adapters.messaging.envelope import (
     EVENTS_EXCHANGE,
     WORK_QUEUE,
-    Disposition,
+    DeliveryProcessor,
     OutgoingMessage,
-    WorkDispatcher,
-    WorkHandler,
     drain,
     work_message,
 )
 from application.errors import PublishFailed
-from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
+from application.ports.messaging import (
+    JobEventPublisher,
+    JobNotification,
+    Settlement,
+    WorkConsumer,
+    WorkHandler,
+    WorkOrder,
+    WorkQueue,
+)
 from application.ports.signer import MessageSigner
 
 logger = logging.getLogger(__name__)
@@ -72,9 +78,8 @@ class InProcessWorkQueue(WorkQueue):
         self._closed = True
 
 
-class InProcessWorkConsumer:
-    """Consumes an ``InProcessWorkQueue`` with at most ``concurrency`` handlers at once; the
-    same ``run()``/``stop()`` contract as ``RabbitWorkConsumer``."""
+class InProcessWorkConsumer(WorkConsumer):
+    """Consumes an ``InProcessWorkQueue`` with at most ``concurrency`` handlers at once."""
 
     def __init__(
         self,
@@ -92,7 +97,7 @@ class InProcessWorkConsumer:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._queue = queue
-        self._dispatcher = WorkDispatcher(
+        self._deliveries = DeliveryProcessor(
             signer=signer,
             handler=handler,
             clock=clock or _unix_now,
@@ -169,7 +174,7 @@ class InProcessWorkConsumer:
 
     async def _handle(self, message: OutgoingMessage) -> None:
         try:
-            disposition = await self._dispatcher.dispatch(
+            settlement = await self._deliveries.process(
                 headers=message.headers,
                 body=message.body,
                 exchange=message.exchange,
@@ -179,9 +184,9 @@ class InProcessWorkConsumer:
         except asyncio.CancelledError:
             self._queue.messages.put_nowait(message)
             raise
-        if disposition is Disposition.REQUEUE:
+        if settlement is Settlement.REQUEUE:
             self._queue.messages.put_nowait(message)
-        elif disposition is Disposition.DEAD_LETTER:
+        elif settlement is Settlement.DEAD_LETTER:
             self._queue.dead_letters.append(message)
 
     async def _drain(self) -> None:
@@ -251,12 +256,14 @@ class JsonlJobEventPublisher(JobEventPublisher):
             raise PublishFailed("the events file is not writable")
 
     def _writable(self) -> bool:
+        """The file can be appended to, or created: its nearest existing ancestor is a folder
+        this process may write to (a file there blocks it, whatever its permissions)."""
         if self._path.exists():
-            return os.access(self._path, os.W_OK)
+            return self._path.is_file() and os.access(self._path, os.W_OK)
         parent = self._path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
-        return os.access(parent, os.W_OK)
+        return parent.is_dir() and os.access(parent, os.W_OK)
 
     async def close(self) -> None:
         self._closed = True

@@ -11,35 +11,36 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
-from adapters.messaging.envelope import Disposition, WorkDispatcher, WorkHandler, drain
+from adapters.messaging.envelope import DeliveryProcessor, drain
 from adapters.messaging.rabbitmq import open_channel, unix_now
 from application.errors import PortError
+from application.ports.messaging import Settlement, WorkConsumer, WorkHandler
 from application.ports.signer import MessageSigner
 
 logger = logging.getLogger(__name__)
 
 
-class RabbitWorkConsumer:
+class RabbitWorkConsumer(WorkConsumer):
     """Consumes the work queue, at most ``prefetch`` deliveries in flight.
 
     Each delivery is verified with the internal signer against the delivery's own exchange and
-    routing key, parsed, and handed to ``handler``; see ``WorkDispatcher`` for how outcomes and
-    errors settle it. ``run()`` consumes until ``stop()``; stopping cancels the consumer, lets
-    in-flight handlers finish for up to ``stop_timeout`` seconds, then cancels the rest (their
-    deliveries return to the queue when the channel closes).
+    routing key, parsed, and handed to ``handler``; see ``DeliveryProcessor`` for how
+    settlements and errors are served. ``run()`` consumes until ``stop()``; stopping cancels
+    the consumer, lets in-flight handlers finish for up to ``stop_timeout`` seconds, then
+    cancels the rest (their deliveries return to the queue when the channel closes).
     """
 
     def __init__(
         self,
         connection: AbstractRobustConnection,
         queue: AbstractQueue,
-        dispatcher: WorkDispatcher,
+        deliveries: DeliveryProcessor,
         *,
         stop_timeout: float = 30.0,
     ) -> None:
         self._connection = connection
         self._queue = queue
-        self._dispatcher = dispatcher
+        self._deliveries = deliveries
         self._stop_timeout = stop_timeout
         self._stopping = asyncio.Event()
         self._finished = asyncio.Event()
@@ -74,7 +75,7 @@ class RabbitWorkConsumer:
         except CONNECTION_EXCEPTIONS as e:
             await connection.close()
             raise PortError("cannot consume the work queue") from e
-        dispatcher = WorkDispatcher(
+        deliveries = DeliveryProcessor(
             signer=signer,
             handler=handler,
             clock=clock or unix_now,
@@ -82,7 +83,7 @@ class RabbitWorkConsumer:
             error_backoff=error_backoff,
             max_backoff=max_backoff,
         )
-        return cls(connection, queue, dispatcher, stop_timeout=stop_timeout)
+        return cls(connection, queue, deliveries, stop_timeout=stop_timeout)
 
     async def run(self) -> None:
         self._running = True
@@ -108,25 +109,25 @@ class RabbitWorkConsumer:
         if task is not None:
             self._inflight.add(task)
         try:
-            disposition = await self._dispatcher.dispatch(
+            settlement = await self._deliveries.process(
                 headers=message.headers or {},
                 body=message.body,
                 exchange=message.exchange or "",
                 routing_key=message.routing_key or "",
                 stopping=self._stopping,
             )
-            await self._settle(message, disposition)
+            await self._settle(message, settlement)
         finally:
             if task is not None:
                 self._inflight.discard(task)
 
     @staticmethod
-    async def _settle(message: AbstractIncomingMessage, disposition: Disposition) -> None:
+    async def _settle(message: AbstractIncomingMessage, settlement: Settlement) -> None:
         try:
-            if disposition is Disposition.ACK:
+            if settlement is Settlement.ACK:
                 await message.ack()
             else:
-                await message.nack(requeue=disposition is Disposition.REQUEUE)
+                await message.nack(requeue=settlement is Settlement.REQUEUE)
         except CONNECTION_EXCEPTIONS as e:
             logger.warning(
                 "could not settle work delivery (%s); the broker will redeliver it",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -24,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from adapters.sql.tables import connections, create_engine_for, create_tables, metadata
+from adapters.sql.tables import connections, create_tables, metadata
 from application.ports.connection_repository import (
     ConnectionPage,
     ConnectionQuery,
@@ -33,7 +32,7 @@ from application.ports.connection_repository import (
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, EntityConflict, EntityNotFound, Unavailable
 
-__all__ = ["SqlaConnectionRepository", "create_engine_for"]
+__all__ = ["SqlaConnectionRepository"]
 
 _c = connections.c
 
@@ -46,17 +45,14 @@ _UNAVAILABLE_SQLSTATES = frozenset({"08", "28", "3D", "53", "57", "58"})
 class SqlaConnectionRepository(ConnectionRepository):
     """``ConnectionRepository`` on a SQL database. Soft-deleted rows are invisible to reads.
 
-    Build it on a shared engine (``create_engine_for``) or with ``from_url``, which owns its
-    engine; call ``create_schema()`` once at start and ``close()`` at the end.
+    Build it on the database's engine (``create_engine_for``, shared with the other SQL
+    adapters) and call ``create_schema()`` once at start. ``close()`` disposes of the engine
+    only when ``owns_engine`` says it is this repository's own.
     """
 
     def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
         self._engine = engine
         self._owns_engine = owns_engine
-
-    @classmethod
-    def from_url(cls, url: str | None, sqlite_path: Path) -> SqlaConnectionRepository:
-        return cls(create_engine_for(url, sqlite_path), owns_engine=True)
 
     async def create_schema(self) -> None:
         async with self._guard():

@@ -24,8 +24,10 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from adapters.common.postgres import PostgresAddress
 
 metadata = MetaData()
 
@@ -94,39 +96,32 @@ connections = Table(
 )
 
 
-def async_url(url: str | None, sqlite_path: Path) -> str:
-    """The SQLAlchemy async URL for a configured database URL (None: the SQLite file)."""
-    if url is None:
-        return f"sqlite+aiosqlite:///{sqlite_path}"
-    parsed = make_url(url)
-    backend = parsed.get_backend_name()
-    if backend in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+asyncpg")
-    elif backend == "sqlite":
-        parsed = parsed.set(drivername="sqlite+aiosqlite")
-    else:
-        raise ValueError(f"unsupported database URL scheme {backend!r}")
-    return parsed.render_as_string(hide_password=False)
-
-
 def create_engine_for(
-    url: str | None, sqlite_path: Path, *, connect_timeout: float = 5.0, echo: bool = False
+    database: PostgresAddress | Path, *, connect_timeout: float = 5.0, echo: bool = False
 ) -> AsyncEngine:
-    """An async engine: asyncpg for ``postgresql://`` URLs, aiosqlite for SQLite files.
+    """An async engine, with its pool: asyncpg for a PostgreSQL database, aiosqlite for a
+    SQLite file. Build one per database and share it between the SQL adapters.
 
     SQLite files get WAL journaling and a busy timeout, so readers and writers of other
     connections (and of the event store's own threads) wait for each other instead of failing.
     """
-    target = async_url(url, sqlite_path)
-    if target.startswith("sqlite"):
-        database = make_url(target).database
-        if database and database != ":memory:":
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(target, echo=echo)
+    if isinstance(database, Path):
+        if str(database) != ":memory:":
+            database.parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(f"sqlite+aiosqlite:///{database}", echo=echo)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
+    url = URL.create(
+        "postgresql+asyncpg",
+        username=database.user,
+        password=database.password,
+        host=database.host,
+        port=database.port,
+        database=database.database,
+        query=dict(database.options),
+    )
     return create_async_engine(
-        target,
+        url,
         echo=echo,
         pool_pre_ping=True,
         connect_args={"timeout": connect_timeout},

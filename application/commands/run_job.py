@@ -8,7 +8,6 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import Enum
 from typing import Any
 from uuid import UUID
 
@@ -18,6 +17,7 @@ from application.extraction_plan import DatasourcePlan, ExtractionError, plan_da
 from application.ports.clock import Clock
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
+from application.ports.messaging import Settlement
 from application.ports.result_sealer import ResultSealer
 from application.ports.result_storage import ResultStorage
 from application.result_writer import WrittenResult, write_result
@@ -30,13 +30,6 @@ from domain.redaction import redact
 log = logging.getLogger(__name__)
 
 RESULT_KEY = "external-data/{job_id}.json"
-
-
-class RunOutcome(Enum):
-    DONE = "done"
-    """The message is handled (the job ended, or another worker owns it)."""
-    RETRY = "retry"
-    """The outcome could not be recorded; deliver the message again later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +66,10 @@ class RunLimits:
 
 @dataclass(slots=True)
 class RunJob:
+    """Runs one work order and says how to settle its delivery: ``ACK`` once the job has
+    ended (or another worker owns it, or it is unknown), ``REQUEUE`` when its outcome could
+    not be recorded."""
+
     store: JobEventStore
     directory: ConnectionDirectory
     endpoints: EndpointFactory
@@ -83,19 +80,19 @@ class RunJob:
     worker_id: str
     limits: RunLimits = field(default_factory=RunLimits)
 
-    async def __call__(self, job_id: UUID) -> RunOutcome:
+    async def __call__(self, job_id: UUID) -> Settlement:
         job = jobs.fold(await self.store.job_events(job_id))
         if job is None:
             log.warning("work order for unknown job %s dropped", job_id)
-            return RunOutcome.DONE
+            return Settlement.ACK
         if job.is_terminal:
-            return RunOutcome.DONE
+            return Settlement.ACK
         try:
             claimed = jobs.claim(job, self.worker_id, self.clock.now(), self.limits.claim_lease)
             await self.store.append([claimed])
         except (InvalidTransition, ConcurrencyConflict):
             log.info("job %s is being handled by another worker", job_id)
-            return RunOutcome.DONE
+            return Settlement.ACK
         job = jobs.apply(claimed, job)
         started = time.monotonic()
         try:
@@ -174,7 +171,7 @@ class RunJob:
 
     async def _record_success(
         self, job: Job, written: WrittenResult, elapsed_ms: int
-    ) -> RunOutcome:
+    ) -> Settlement:
         now = self.clock.now()
         ref = ResultRef(
             path=RESULT_KEY.format(job_id=job.id),
@@ -187,19 +184,19 @@ class RunJob:
         completed = jobs.complete(after, self.worker_id, now, max(elapsed_ms, 1))
         return await self._append(job, [stored, completed])
 
-    async def _record_failure(self, job: Job, message: str) -> RunOutcome:
+    async def _record_failure(self, job: Job, message: str) -> Settlement:
         log.info("job %s failed: %s", job.id, message)
         failed = jobs.fail(job, message, self.clock.now(), self.worker_id)
         return await self._append(job, [failed])
 
-    async def _append(self, job: Job, events: list[Any]) -> RunOutcome:
+    async def _append(self, job: Job, events: list[Any]) -> Settlement:
         for attempt in range(self.limits.attempts):
             try:
                 await self.store.append(events)
-                return RunOutcome.DONE
+                return Settlement.ACK
             except ConcurrencyConflict:
                 log.warning("job %s changed under this worker; outcome dropped", job.id)
-                return RunOutcome.DONE
+                return Settlement.ACK
             except Unavailable:
                 await asyncio.sleep(self.limits.retry_backoff * 2**attempt)
-        return RunOutcome.RETRY
+        return Settlement.REQUEUE

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Protocol
 from uuid import UUID
 
@@ -39,6 +41,41 @@ class WorkQueue(Protocol):
     async def check(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class Settlement(Enum):
+    """What to do with a work delivery once its handler ran."""
+
+    ACK = "ack"
+    """Handled, or nothing left to do (the job ended, or another worker owns it): acknowledge."""
+    REQUEUE = "requeue"
+    """Not now (the outcome could not be recorded): deliver it again after a short delay."""
+    DEAD_LETTER = "dead_letter"
+    """Never: reject without requeue, so the broker keeps it in the dead-letter queue."""
+
+
+WorkHandler = Callable[[WorkOrder], Awaitable[Settlement]]
+"""Runs one work order and says how to settle its delivery."""
+
+
+class WorkConsumer(Protocol):
+    """Takes work orders off the work queue and hands each to its ``WorkHandler``.
+
+    - Each delivery's signature (internal key) is verified, without an age limit, before its
+      body is parsed; a delivery that fails either is dead-lettered and never reaches the
+      handler.
+    - The handler's ``Settlement`` settles the delivery; a handler that raises has its
+      delivery requeued after a bounded backoff (per job), never dropped.
+    - ``run()`` consumes until ``stop()``. ``stop()`` takes nothing new, lets in-flight
+      handlers finish within the consumer's grace period, returns the rest to the queue, and
+      returns once ``run()`` has ended (at once if it never started). Cancelling ``run()``
+      drains the same way.
+    - Message bodies are never logged.
+    """
+
+    async def run(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class JobEventPublisher(Protocol):

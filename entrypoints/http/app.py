@@ -10,11 +10,11 @@ from litestar.di import Provide
 from litestar.exceptions import SerializationException
 from litestar.openapi import OpenAPIConfig
 
-from entrypoints.container import ApiServices
 from entrypoints.http.connections import ConnectionController
 from entrypoints.http.errors import EXCEPTION_HANDLERS
 from entrypoints.http.jobs import JobController
 from entrypoints.http.ops import health, readyz, version
+from entrypoints.roles import ApiServices
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 

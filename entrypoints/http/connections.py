@@ -14,7 +14,6 @@ from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_product
 from domain.errors import InvalidRequest
-from entrypoints.container import ApiServices
 from entrypoints.http.errors import error_responses, status_of
 from entrypoints.http.jobs import parse_id
 from entrypoints.http.list_params import parse_list_filter
@@ -32,6 +31,7 @@ from entrypoints.http.schemas import (
     SslView,
     ValidateSchemaRequest,
 )
+from entrypoints.roles import ApiServices
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 _SCHEMA_INVALID = catalogue.SCHEMA_VALIDATION_FAILED

@@ -16,7 +16,6 @@ from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest, MissingFields
 from domain.job import Job
 from domain.request import thaw
-from entrypoints.container import ApiServices
 from entrypoints.http.errors import error_responses
 from entrypoints.http.schemas import (
     FetcherRequest,
@@ -25,6 +24,7 @@ from entrypoints.http.schemas import (
     JobHistoryEntry,
     JobView,
 )
+from entrypoints.roles import ApiServices
 
 
 def parse_id(raw: str, what: str) -> UUID:

@@ -12,8 +12,8 @@ from litestar.di import NamedDependency
 
 from application.timefmt import rfc3339nano
 from domain.redaction import redact
-from entrypoints.container import ApiServices
 from entrypoints.http.schemas import Health, VersionView
+from entrypoints.roles import ApiServices
 
 CHECK_TIMEOUT = 2.0
 

@@ -1,5 +1,6 @@
-"""The HTTP API on real adapters (a SQL repository, real engine readers), for the connection
-integration tests. Job routes run on the in-memory event store."""
+"""The HTTP API on real adapters (a SQL repository, real engine readers), wired by
+``bootstrap``, for the connection integration tests. Job routes run on the in-memory event
+store."""
 
 from __future__ import annotations
 
@@ -11,23 +12,23 @@ from pathlib import Path
 
 import httpx
 
-from adapters.common.clock import SystemClock, Uuid7Generator
-from adapters.crypto.credentials import AesGcmCredentialCipher
+from adapters.common.postgres import PostgresAddress
 from adapters.crypto.keys import KeyRing
 from adapters.datasources.mysql.reader import MySqlReader
 from adapters.datasources.postgres.reader import PostgresReader
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.job_index import InMemoryJobIndex
-from adapters.memory.rate_limiter import InMemoryTokenBucket
-from adapters.memory.schema_cache import InMemorySchemaCache
+from adapters.memory.messaging import RecordingWorkConsumer, RecordingWorkQueue
+from adapters.memory.result_storage import InMemoryResultStorage
 from adapters.sql.connections import SqlaConnectionRepository
-from application.commands.request_job import RequestJob
-from application.connections import ConnectionDirectory, EndpointFactory
+from adapters.sql.tables import create_engine_for
+from application.commands.run_job import RunJob, RunLimits
 from application.ports.datasource_reader import DatasourceReader
-from application.queries.get_job import GetJob, GetJobHistory
 from domain.connection import DatabaseType
-from entrypoints.container import ApiServices, connection_services
+from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
+from entrypoints.roles import ApiServices, Role
+from entrypoints.settings import Settings
 from tests.integration.reader_helpers import registry_of
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
@@ -38,6 +39,16 @@ class Api:
     client: httpx.AsyncClient
     repository: SqlaConnectionRepository
     services: ApiServices
+    run_job: RunJob
+    """The worker's job runner, storing results in ``storage``."""
+    storage: InMemoryResultStorage
+
+
+def repository_from_url(url: str | None, sqlite_path: Path) -> SqlaConnectionRepository:
+    """A repository on an engine of its own (disposed of with it), as a separate process
+    would have: PostgreSQL for a URL, else the SQLite file."""
+    database = PostgresAddress.from_url(url) if url else sqlite_path
+    return SqlaConnectionRepository(create_engine_for(database), owns_engine=True)
 
 
 def default_reader() -> DatasourceReader:
@@ -64,31 +75,26 @@ async def connections_api(
     ring: KeyRing | None = None,
     reader: DatasourceReader | None = None,
 ) -> AsyncIterator[Api]:
-    repository = SqlaConnectionRepository.from_url(database_url, sqlite_path)
+    """The API and the worker as ``bootstrap`` wires them, on a connection repository of its
+    own (the database's, or the SQLite file), in-memory jobs and results."""
+    repository = repository_from_url(database_url, sqlite_path)
     await repository.create_schema()
-    cipher = AesGcmCredentialCipher(ring or KeyRing(MASTER_KEY))
-    directory = ConnectionDirectory(repository)
-    endpoints = EndpointFactory(cipher)
-    reader = reader or default_reader()
-    clock, ids = SystemClock(), Uuid7Generator()
-    store = InMemoryJobEventStore()
-    services = ApiServices(
-        request_job=RequestJob(store, directory, endpoints, reader, clock, ids),
-        get_job=GetJob(store),
-        get_job_history=GetJobHistory(store),
-        connections=connection_services(
-            directory=directory,
-            endpoints=endpoints,
-            reader=reader,
-            clock=clock,
-            ids=ids,
-            jobs=InMemoryJobIndex(),
-            cache=InMemorySchemaCache(),
-            limiter=InMemoryTokenBucket(),
-        ),
-    )
+    settings = Settings.from_env({"FETCHER_DATA_DIR": str(sqlite_path.parent / "data")})
+    storage, queue = InMemoryResultStorage(), RecordingWorkQueue()
     try:
-        async with in_loop_client(create_app(services)) as client:
-            yield Api(client, repository, services)
+        async with bootstrap(
+            settings,
+            roles={Role.API, Role.WORKER},
+            key_ring=ring or KeyRing(MASTER_KEY),
+            store=InMemoryJobEventStore(),
+            connections=repository,
+            job_index=InMemoryJobIndex(),
+            reader=reader or default_reader(),
+            storage=storage,
+            work_consumer=lambda handler: RecordingWorkConsumer(queue, handler),
+            run_limits=RunLimits(retry_backoff=0.0),
+        ) as fetcher:
+            async with in_loop_client(create_app(fetcher.api)) as client:
+                yield Api(client, repository, fetcher.api, fetcher.worker.run_job, storage)
     finally:
         await repository.close()

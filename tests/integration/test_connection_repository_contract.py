@@ -13,6 +13,7 @@ from uuid import uuid4
 import pytest
 from sqlalchemy import text
 
+from adapters.common.postgres import PostgresAddress
 from adapters.memory.connection_repository import InMemoryConnectionRepository
 from adapters.sql.connections import SqlaConnectionRepository
 from adapters.sql.tables import create_engine_for
@@ -20,6 +21,7 @@ from application.ports.connection_repository import ConnectionQuery
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound, Unavailable
 from tests.integration.conftest import fresh_pg_database
+from tests.integration.connections_app import repository_from_url
 
 pytestmark = pytest.mark.integration
 
@@ -258,7 +260,7 @@ class TestInMemoryConnectionRepository(ConnectionRepositoryContract):
 class TestSqliteConnectionRepository(ConnectionRepositoryContract):
     @pytest.fixture
     async def repo(self, tmp_path: Path) -> AsyncIterator[Repository]:
-        repo = SqlaConnectionRepository.from_url(None, tmp_path / "data" / "fetcher.db")
+        repo = repository_from_url(None, tmp_path / "data" / "fetcher.db")
         await repo.create_schema()
         await repo.create_schema()  # idempotent
         yield repo
@@ -276,7 +278,7 @@ class TestPostgresConnectionRepository(ConnectionRepositoryContract):
     async def test_unusable_database_raises_unavailable(
         self, database: str, tmp_path: Path
     ) -> None:
-        repo = SqlaConnectionRepository.from_url(f"postgresql://postgres@{database}", tmp_path)
+        repo = repository_from_url(f"postgresql://postgres@{database}", tmp_path)
         try:
             with pytest.raises(Unavailable):
                 await repo.check()
@@ -287,7 +289,7 @@ class TestPostgresConnectionRepository(ConnectionRepositoryContract):
 
     @pytest.fixture
     async def repo(self, pg_connections_database: str, tmp_path: Path) -> AsyncIterator[Repository]:
-        engine = create_engine_for(pg_connections_database, tmp_path / "unused.db")
+        engine = create_engine_for(PostgresAddress.from_url(pg_connections_database))
         repo = SqlaConnectionRepository(engine)
         await repo.create_schema()
         yield repo

@@ -16,16 +16,22 @@ import psycopg
 import pytest
 
 from adapters.crypto.keys import KeyRing
-from adapters.sql.connections import SqlaConnectionRepository
 from application.commands.assign_connection import AssignConnection
 from application.connections import internal_id
 from domain.connection import Connection
 from domain.errors import FetcherError
-from entrypoints.bootstrap import open_core
+from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
+from entrypoints.roles import Role
 from entrypoints.settings import Settings
 from tests.integration.conftest import fresh_pg_database
-from tests.integration.connections_app import MASTER_KEY, Api, connections_api, in_loop_client
+from tests.integration.connections_app import (
+    MASTER_KEY,
+    Api,
+    connections_api,
+    in_loop_client,
+    repository_from_url,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -135,9 +141,7 @@ async def test_unassigned_then_concurrent_assign_has_one_winner(
     assert [i["configName"] for i in listed["items"]] == ["legacy"]
 
     # Separate engines (separate connection pools), as separate API processes would have.
-    repositories = [
-        SqlaConnectionRepository.from_url(store_url, tmp_path / "unused.sqlite3") for _ in range(4)
-    ]
+    repositories = [repository_from_url(store_url, tmp_path / "unused.sqlite3") for _ in range(4)]
     cipher = api.services.connections.assign.cipher
     clock = api.services.connections.assign.clock
     try:
@@ -225,9 +229,8 @@ async def test_internal_datasources_from_the_environment(
 ) -> None:
     settings = Settings.from_env(_environment(store_url, datasource, tmp_path))
     ledger = internal_id("ledger_books")
-    async with open_core(settings) as core:
-        app = create_app(core.api_services())
-        async with in_loop_client(app) as client:
+    async with bootstrap(settings, roles={Role.API}) as fetcher:
+        async with in_loop_client(create_app(fetcher.api)) as client:
             await _create(client, datasource)
             listed = (await client.get(BASE, params={"limit": 1})).json()
             assert [i["configName"] for i in listed["items"]] == ["ledger_books", "local_pg"]
@@ -254,8 +257,8 @@ async def test_ssrf_guard_from_the_environment(
     store_url: str, datasource: str, tmp_path: Path
 ) -> None:
     env = _environment(store_url, datasource, tmp_path, FETCHER_SSRF_GUARD="true")
-    async with open_core(Settings.from_env(env)) as core:
-        async with in_loop_client(create_app(core.api_services())) as client:
+    async with bootstrap(Settings.from_env(env), roles={Role.API}) as fetcher:
+        async with in_loop_client(create_app(fetcher.api)) as client:
             refused = await client.post(BASE, json=_body(datasource), headers=PRODUCT)
             assert refused.status_code == 400 and refused.json()["code"] == "FET-0414"
             named = await _create(client, datasource, host="localhost")

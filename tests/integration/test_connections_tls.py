@@ -35,9 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from adapters.crypto.keys import KeyRing
-from adapters.crypto.sealing import AesGcmResultSealer, open_result
-from adapters.memory.result_storage import InMemoryResultStorage
-from application.commands.run_job import RunJob, RunLimits
+from adapters.crypto.sealing import open_result
 from tests.integration.connections_app import MASTER_KEY, Api, connections_api
 
 pytestmark = pytest.mark.integration
@@ -492,26 +490,12 @@ async def test_a_job_extracts_over_verified_tls(api: Api, tls_server: TlsServer)
         },
     )
     assert job.status_code == 202, job.text
-    requested = api.services.request_job
-    ring = KeyRing(MASTER_KEY)
-    storage = InMemoryResultStorage()
-    run = RunJob(
-        requested.store,
-        requested.directory,
-        requested.endpoints,
-        requested.reader,
-        AesGcmResultSealer.from_ring(ring),
-        storage,
-        requested.clock,
-        "worker-tls",
-        RunLimits(retry_backoff=0.0),
-    )
     job_id = UUID(job.json()["jobId"])
-    await run(job_id)
+    await api.run_job(job_id)
     done = (await api.client.get(f"/v1/fetcher/{job_id}")).json()
     assert done["status"] == "completed", done
-    blob = storage.objects[f"external-data/{job_id}.json"]
-    keys = ring.current
+    blob = api.storage.objects[f"external-data/{job_id}.json"]
+    keys = KeyRing(MASTER_KEY).current
     result = json.loads(open_result(blob, keys.storage, keys.external_hmac, None))
     assert result == {
         "tls_job": {"orders": [{"id": 1, "total": "9.90"}, {"id": 2, "total": "20.00"}]}

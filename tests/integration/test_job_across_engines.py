@@ -31,9 +31,10 @@ from adapters.memory.connection_repository import InMemoryConnectionRepository
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.result_storage import InMemoryResultStorage
 from application.commands.request_job import RequestJob
-from application.commands.run_job import RunJob, RunLimits, RunOutcome
+from application.commands.run_job import RunJob, RunLimits
 from application.connections import ConnectionDirectory, EndpointFactory
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
+from application.ports.messaging import Settlement
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
 from domain.schema import Schema, TableRead
@@ -257,7 +258,7 @@ MAPPED = {
 async def test_one_job_reads_three_engines_in_parallel_into_one_result(app: App) -> None:
     await _three_connections(app)
     job = (await app.request_job(MAPPED, None, SOURCE)).job
-    assert await app.run_job(job.id) is RunOutcome.DONE
+    assert await app.run_job(job.id) is Settlement.ACK
     events = await app.store.job_events(job.id)
     assert [type(e) for e in events] == [JobRequested, JobClaimed, JobResultStored, JobCompleted]
     assert sorted(app.reader.started, key=lambda t: t.value) == [
@@ -307,7 +308,7 @@ async def test_a_datasource_failing_mid_stream_fails_the_whole_job(app: App) -> 
     await _three_connections(app)
     mapped = {**MAPPED, "pg_main": {"accounts": ["id"], "bad_dates": ["d"]}}
     job = (await app.request_job(mapped, None, SOURCE)).job
-    assert await app.run_job(job.id) is RunOutcome.DONE
+    assert await app.run_job(job.id) is Settlement.ACK
     failed = await _assert_failed_with_nothing_stored(app, job.id)
     assert failed.error == "engine extraction: engine: [unavailable] failed to query datasource"
     assert len(app.reader.started) == 3  # the others were being read when it failed
@@ -319,7 +320,7 @@ async def test_a_datasource_unreachable_at_run_time_fails_the_whole_job(app: App
     mongo = connections["mongo_main"]
     moved = replace(mongo, port=1, version=mongo.version + 1, updated_at=datetime.now(UTC))
     await app.repository.update(moved)
-    assert await app.run_job(job.id) is RunOutcome.DONE
+    assert await app.run_job(job.id) is Settlement.ACK
     failed = await _assert_failed_with_nothing_stored(app, job.id)
     assert failed.error.endswith("[unavailable] failed to connect to datasource")
     assert app.reader.started == []  # planning failed: no datasource was read

@@ -12,6 +12,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
+from adapters.common.postgres import PostgresAddress
 from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from application.ports.job_event_store import JobEventStore
@@ -273,7 +274,7 @@ class TestInterleavingInMemoryJobEventStore(JobEventStoreContract):
 class TestPopoJobEventStore(JobEventStoreContract):
     @pytest.fixture
     async def store(self) -> AsyncIterator[JobEventStore]:
-        store = EventsourcingJobEventStore.from_url("memory://")
+        store = EventsourcingJobEventStore.in_memory()
         yield store
         await store.close()
 
@@ -281,14 +282,14 @@ class TestPopoJobEventStore(JobEventStoreContract):
 class TestSqliteJobEventStore(JobEventStoreContract):
     @pytest.fixture
     async def store(self, tmp_path: Path) -> AsyncIterator[JobEventStore]:
-        store = EventsourcingJobEventStore.from_url(None, tmp_path / "data" / "events.db")
+        store = EventsourcingJobEventStore.for_database(tmp_path / "data" / "events.db")
         await store.open()
         yield store
         await store.close()
 
     async def test_unopenable_file_raises_unavailable(self, tmp_path: Path) -> None:
         (tmp_path / "a-directory.db").mkdir()
-        store = EventsourcingJobEventStore.from_url(None, tmp_path / "a-directory.db")
+        store = EventsourcingJobEventStore.for_database(tmp_path / "a-directory.db")
         try:
             with pytest.raises(Unavailable):
                 await store.check()
@@ -297,12 +298,12 @@ class TestSqliteJobEventStore(JobEventStoreContract):
 
     async def test_events_survive_reopening_the_file(self, tmp_path: Path) -> None:
         job = uuid4()
-        first = EventsourcingJobEventStore.from_url(f"sqlite:///{tmp_path / 'reopen.db'}")
+        first = EventsourcingJobEventStore.for_database(tmp_path / "reopen.db")
         await first.append(_full_history(job))
         await first.advance("projection", 2)
         await first.close()
 
-        second = EventsourcingJobEventStore.from_url(f"sqlite:///{tmp_path / 'reopen.db'}")
+        second = EventsourcingJobEventStore.for_database(tmp_path / "reopen.db")
         try:
             assert await second.job_events(job) == _full_history(job)
             assert await second.position("projection") == 2
@@ -318,8 +319,8 @@ def pg_event_database() -> Iterator[str]:
 
 class TestPostgresJobEventStore(JobEventStoreContract):
     async def test_unreachable_server_raises_unavailable(self) -> None:
-        store = EventsourcingJobEventStore.from_url(
-            "postgresql://postgres@127.0.0.1:1/fetcher", connect_timeout=1
+        store = EventsourcingJobEventStore.for_database(
+            PostgresAddress.from_url("postgresql://postgres@127.0.0.1:1/fetcher"), connect_timeout=1
         )
         try:
             with pytest.raises(Unavailable):
@@ -332,8 +333,8 @@ class TestPostgresJobEventStore(JobEventStoreContract):
     @pytest.fixture
     async def store(self, pg_event_database: str) -> AsyncIterator[JobEventStore]:
         # A schema per test gives each test fresh tables in the module's database.
-        store = EventsourcingJobEventStore.from_url(
-            pg_event_database, schema=f"t_{uuid.uuid4().hex[:12]}"
+        store = EventsourcingJobEventStore.for_database(
+            PostgresAddress.from_url(pg_event_database), schema=f"t_{uuid.uuid4().hex[:12]}"
         )
         await store.open()
         yield store
@@ -341,12 +342,16 @@ class TestPostgresJobEventStore(JobEventStoreContract):
 
     async def test_events_survive_reopening_the_store(self, pg_event_database: str) -> None:
         job, schema = uuid4(), f"t_{uuid.uuid4().hex[:12]}"
-        first = EventsourcingJobEventStore.from_url(pg_event_database, schema=schema)
+        first = EventsourcingJobEventStore.for_database(
+            PostgresAddress.from_url(pg_event_database), schema=schema
+        )
         await first.append(_full_history(job))
         await first.advance("projection", 2)
         await first.close()
 
-        second = EventsourcingJobEventStore.from_url(pg_event_database, schema=schema)
+        second = EventsourcingJobEventStore.for_database(
+            PostgresAddress.from_url(pg_event_database), schema=schema
+        )
         try:
             assert await second.job_events(job) == _full_history(job)
             assert await second.position("projection") == 2

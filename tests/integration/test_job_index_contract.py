@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.common.postgres import PostgresAddress
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
@@ -100,7 +101,7 @@ class TestInMemoryJobIndex(JobIndexContract):
 class TestSqliteJobIndex(JobIndexContract):
     @pytest.fixture
     async def index(self, tmp_path: Path) -> AsyncIterator[JobIndex]:
-        engine = create_engine_for(None, tmp_path / "index.db")
+        engine = create_engine_for(tmp_path / "index.db")
         index = SqlaJobIndex(engine)
         await index.create_schema()
         await index.create_schema()
@@ -117,7 +118,7 @@ def pg_index_database() -> Iterator[str]:
 class TestPostgresJobIndex(JobIndexContract):
     @pytest.fixture
     async def index(self, pg_index_database: str, tmp_path: Path) -> AsyncIterator[JobIndex]:
-        engine = create_engine_for(pg_index_database, tmp_path / "unused.db")
+        engine = create_engine_for(PostgresAddress.from_url(pg_index_database))
         index = SqlaJobIndex(engine)
         await index.create_schema()
         yield index

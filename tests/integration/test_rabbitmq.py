@@ -22,7 +22,6 @@ import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
-from adapters.messaging.envelope import Outcome
 from adapters.messaging.rabbitmq import (
     AioPikaJobEventPublisher,
     AioPikaWorkQueue,
@@ -30,7 +29,7 @@ from adapters.messaging.rabbitmq import (
 )
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.errors import PortError, PublishFailed
-from application.ports.messaging import JobNotification, WorkOrder
+from application.ports.messaging import JobNotification, Settlement, WorkOrder
 from tests.unit.test_envelope import HmacTestSigner
 
 pytestmark = pytest.mark.integration
@@ -134,7 +133,7 @@ def _notification(status: str = "completed") -> JobNotification:
     )
 
 
-Handler = Callable[[WorkOrder], Awaitable[Outcome]]
+Handler = Callable[[WorkOrder], Awaitable[Settlement]]
 
 
 @contextlib.asynccontextmanager
@@ -297,9 +296,9 @@ async def test_consumer_dead_letters_a_message_with_an_invalid_signature(broker:
         await forger.close()
     calls: list[WorkOrder] = []
 
-    async def handler(work: WorkOrder) -> Outcome:
+    async def handler(work: WorkOrder) -> Settlement:
         calls.append(work)
-        return Outcome.DONE
+        return Settlement.ACK
 
     async with _consuming(topology.work_queue, handler):
         dead = await broker.get(topology.dead_letter_queue)
@@ -322,7 +321,7 @@ async def test_consumer_dead_letters_a_signed_body_without_a_job_id(broker: Brok
         aio_pika.Message(body, headers=dict(headers)), routing_key=topology.work_queue
     )
 
-    async def handler(work: WorkOrder) -> Outcome:
+    async def handler(work: WorkOrder) -> Settlement:
         raise AssertionError("must not be called")
 
     async with _consuming(topology.work_queue, handler):
@@ -347,12 +346,12 @@ async def test_handler_retry_requeues_the_order(broker: Broker) -> None:
     calls: list[WorkOrder] = []
     done = asyncio.Event()
 
-    async def handler(work: WorkOrder) -> Outcome:
+    async def handler(work: WorkOrder) -> Settlement:
         calls.append(work)
         if len(calls) == 1:
-            return Outcome.RETRY
+            return Settlement.REQUEUE
         done.set()
-        return Outcome.DONE
+        return Settlement.ACK
 
     async with _consuming(topology.work_queue, handler, retry_delay=0.05):
         await asyncio.wait_for(done.wait(), timeout=10)
@@ -369,12 +368,12 @@ async def test_handler_error_requeues_then_dead_letter_outcome_rejects(broker: B
     await _publish_order(topology.work_queue, _order())
     calls = 0
 
-    async def handler(work: WorkOrder) -> Outcome:
+    async def handler(work: WorkOrder) -> Settlement:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RuntimeError("transient")
-        return Outcome.DEAD_LETTER
+        return Settlement.DEAD_LETTER
 
     async with _consuming(topology.work_queue, handler, error_backoff=0.05, max_backoff=0.05):
         await broker.get(topology.dead_letter_queue)
@@ -388,11 +387,11 @@ async def test_stop_lets_the_in_flight_handler_finish_and_ack(broker: Broker) ->
     await _publish_order(topology.work_queue, _order())
     started, finished = asyncio.Event(), asyncio.Event()
 
-    async def handler(work: WorkOrder) -> Outcome:
+    async def handler(work: WorkOrder) -> Settlement:
         started.set()
         await asyncio.sleep(0.3)
         finished.set()
-        return Outcome.DONE
+        return Settlement.ACK
 
     async with _consuming(topology.work_queue, handler):
         await asyncio.wait_for(started.wait(), timeout=10)
@@ -506,11 +505,11 @@ async def test_cancelling_run_still_finishes_the_in_flight_handler(broker: Broke
     await _publish_order(topology.work_queue, _order())
     started, finished = asyncio.Event(), asyncio.Event()
 
-    async def handler(work: WorkOrder) -> Outcome:
+    async def handler(work: WorkOrder) -> Settlement:
         started.set()
         await asyncio.sleep(0.2)
         finished.set()
-        return Outcome.DONE
+        return Settlement.ACK
 
     consumer = await RabbitWorkConsumer.connect(
         AMQP_URL, topology.work_queue, HmacTestSigner(), handler, clock=lambda: NOW

@@ -15,16 +15,14 @@ from cloudevents.core.bindings import rabbitmq
 
 from adapters.messaging.cloudevents_mapping import job_event_message
 from adapters.messaging.envelope import (
-    Disposition,
-    Outcome,
+    DeliveryProcessor,
     UnreadableMessage,
-    WorkDispatcher,
     header_text,
     open_work_message,
     work_message,
 )
 from application.errors import InvalidSignature
-from application.ports.messaging import JobNotification, WorkOrder
+from application.ports.messaging import JobNotification, Settlement, WorkOrder
 from application.ports.signer import MessageSigner
 from application.timefmt import rfc3339nano
 
@@ -356,14 +354,14 @@ def test_open_work_message_refuses_a_body_without_a_job_id(body: bytes) -> None:
         )
 
 
-async def _dispatch(
-    dispatcher: WorkDispatcher, body: bytes = WORK_BODY, **kw: object
-) -> Disposition:
+async def _process(
+    deliveries: DeliveryProcessor, body: bytes = WORK_BODY, **kw: object
+) -> Settlement:
     signer = HmacTestSigner()
     headers = kw.pop("headers", None) or signer.sign(
         tenant="", exchange="", routing_key=QUEUE, body=body, timestamp=NOW
     )
-    return await dispatcher.dispatch(
+    return await deliveries.process(
         headers=headers,  # type: ignore[arg-type]
         body=body,
         exchange="",
@@ -372,8 +370,8 @@ async def _dispatch(
     )
 
 
-def _dispatcher(handler: object, **kw: float) -> WorkDispatcher:
-    return WorkDispatcher(
+def _deliveries(handler: object, **kw: float) -> DeliveryProcessor:
+    return DeliveryProcessor(
         signer=HmacTestSigner(),
         handler=handler,  # type: ignore[arg-type]
         clock=lambda: NOW,
@@ -383,48 +381,41 @@ def _dispatcher(handler: object, **kw: float) -> WorkDispatcher:
     )
 
 
-@pytest.mark.parametrize(
-    ("outcome", "disposition"),
-    [
-        (Outcome.DONE, Disposition.ACK),
-        (Outcome.RETRY, Disposition.REQUEUE),
-        (Outcome.DEAD_LETTER, Disposition.DEAD_LETTER),
-    ],
-)
-async def test_dispatcher_maps_outcomes(outcome: Outcome, disposition: Disposition) -> None:
+@pytest.mark.parametrize("settlement", list(Settlement))
+async def test_delivery_is_settled_as_the_handler_says(settlement: Settlement) -> None:
     seen: list[WorkOrder] = []
 
-    async def handler(order: WorkOrder) -> Outcome:
+    async def handler(order: WorkOrder) -> Settlement:
         seen.append(order)
-        return outcome
+        return settlement
 
-    assert await _dispatch(_dispatcher(handler)) is disposition
+    assert await _process(_deliveries(handler)) is settlement
     assert [o.job_id for o in seen] == [JOB_ID]
 
 
-async def test_dispatcher_dead_letters_a_bad_signature_without_calling_the_handler() -> None:
-    async def handler(order: WorkOrder) -> Outcome:
+async def test_a_bad_signature_is_dead_lettered_without_calling_the_handler() -> None:
+    async def handler(order: WorkOrder) -> Settlement:
         raise AssertionError("must not be called")
 
     headers = {"x-message-signature": "0" * 64, "t": str(NOW), "signature-version": "v1"}
-    assert await _dispatch(_dispatcher(handler), headers=headers) is Disposition.DEAD_LETTER
+    assert await _process(_deliveries(handler), headers=headers) is Settlement.DEAD_LETTER
 
 
-async def test_dispatcher_requeues_after_a_handler_error_with_bounded_backoff() -> None:
-    async def handler(order: WorkOrder) -> Outcome:
+async def test_a_handler_error_requeues_after_a_bounded_backoff() -> None:
+    async def handler(order: WorkOrder) -> Settlement:
         raise RuntimeError("secret-bearing text that is not logged")
 
-    dispatcher = _dispatcher(handler, error_backoff=0.01, max_backoff=0.02)
-    assert await _dispatch(dispatcher) is Disposition.REQUEUE
-    assert [dispatcher._backoff(JOB_ID) for _ in range(3)] == [0.02, 0.02, 0.02]
+    deliveries = _deliveries(handler, error_backoff=0.01, max_backoff=0.02)
+    assert await _process(deliveries) is Settlement.REQUEUE
+    assert [deliveries._backoff(JOB_ID) for _ in range(3)] == [0.02, 0.02, 0.02]
 
 
-async def test_dispatcher_wakes_from_its_delay_when_stopping() -> None:
-    async def handler(order: WorkOrder) -> Outcome:
+async def test_the_requeue_delay_ends_early_when_stopping() -> None:
+    async def handler(order: WorkOrder) -> Settlement:
         stopping.set()
-        return Outcome.RETRY
+        return Settlement.REQUEUE
 
     stopping = asyncio.Event()
-    dispatcher = _dispatcher(handler, retry_delay=60.0)
-    result = await asyncio.wait_for(_dispatch(dispatcher, stopping=stopping), timeout=5)
-    assert result is Disposition.REQUEUE
+    deliveries = _deliveries(handler, retry_delay=60.0)
+    result = await asyncio.wait_for(_process(deliveries, stopping=stopping), timeout=5)
+    assert result is Settlement.REQUEUE

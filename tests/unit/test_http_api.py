@@ -5,13 +5,11 @@ from __future__ import annotations
 import pytest
 from litestar.testing import AsyncTestClient
 
-from adapters.memory.job_index import InMemoryJobIndex
-from adapters.memory.rate_limiter import InMemoryTokenBucket
-from adapters.memory.schema_cache import InMemorySchemaCache
-from application.queries.get_job import GetJob, GetJobHistory
-from entrypoints.container import ApiServices, connection_services
+from adapters.memory.messaging import RecordingWorkQueue
+from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
-from tests.unit.application.conftest import app  # noqa: F401  (fixture)
+from entrypoints.roles import Role
+from tests.unit.application.conftest import app, in_memory_settings  # noqa: F401  (fixture)
 
 PRODUCT = {"X-Product-Name": "Payments"}
 CONNECTION = {
@@ -31,23 +29,7 @@ JOB = {
 
 @pytest.fixture
 async def client(app):  # noqa: F811
-    services = ApiServices(
-        request_job=app.request_job,
-        get_job=GetJob(app.store),
-        get_job_history=GetJobHistory(app.store),
-        connections=connection_services(
-            directory=app.request_job.directory,
-            endpoints=app.request_job.endpoints,
-            reader=app.reader,
-            clock=app.clock,
-            ids=app.register.ids,
-            jobs=InMemoryJobIndex(),
-            cache=InMemorySchemaCache(),
-            limiter=InMemoryTokenBucket(),
-        ),
-        checks={"event_store": app.store.check},
-    )
-    async with AsyncTestClient(create_app(services)) as test_client:
+    async with AsyncTestClient(create_app(app.fetcher.api)) as test_client:
         yield test_client
 
 
@@ -195,28 +177,19 @@ async def test_operational_routes(client):
     assert "/v1/fetcher" in schema["paths"]
 
 
-async def test_readyz_does_not_show_credentials_of_a_failing_check(app):  # noqa: F811
-    async def failing() -> None:
+class UnreachableBroker(RecordingWorkQueue):
+    async def check(self) -> None:
         raise ConnectionError("cannot reach amqp://fetcher:hunter2@10.0.0.7:5672/ password=hunter2")
 
-    services = ApiServices(
-        request_job=app.request_job,
-        get_job=GetJob(app.store),
-        get_job_history=GetJobHistory(app.store),
-        connections=connection_services(
-            directory=app.request_job.directory,
-            endpoints=app.request_job.endpoints,
-            reader=app.reader,
-            clock=app.clock,
-            ids=app.register.ids,
-            jobs=InMemoryJobIndex(),
-            cache=InMemorySchemaCache(),
-            limiter=InMemoryTokenBucket(),
-        ),
-        checks={"event_store": app.store.check, "broker": failing},
-    )
-    async with AsyncTestClient(create_app(services)) as test_client:
-        ready = await test_client.get("/readyz")
+
+async def test_readyz_does_not_show_credentials_of_a_failing_check(app, tmp_path):  # noqa: F811
+    async with bootstrap(
+        in_memory_settings(tmp_path),
+        roles={Role.API, Role.RELAY},
+        **{**app.overrides(), "work_queue": UnreachableBroker()},
+    ) as fetcher:
+        async with AsyncTestClient(create_app(fetcher.api)) as test_client:
+            ready = await test_client.get("/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"]["broker"]["status"] == "down"
     assert "hunter2" not in ready.text and "10.0.0.7" not in ready.text

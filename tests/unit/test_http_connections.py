@@ -20,11 +20,9 @@ from application.errors import (
     DatasourceUnavailable,
     ForbiddenHost,
 )
-from application.queries.get_job import GetJob, GetJobHistory
-from domain.connection import Connection, DatabaseType, InternalCredentials
-from entrypoints.container import ApiServices
+from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
-from tests.unit.application.conftest import app  # noqa: F401  (fixture)
+from tests.unit.application.conftest import app, in_memory_settings  # noqa: F401  (fixture)
 from tests.unit.application.connection_kit import make_kit
 
 BASE = "/v1/management/connections"
@@ -44,41 +42,39 @@ CONNECT_FAILED = (
 )
 
 
-def _ledger() -> Connection:
-    return Connection(
-        id=LEDGER_ID,
-        product_name="",
-        config_name="ledger",
-        type=DatabaseType.POSTGRESQL,
-        host="db.local",
-        port=5432,
-        database_name="pgsql",
-        user_name="ledger",
-        password=None,
-        internal=True,
-        internal_credentials=InternalCredentials("env"),
-    )
+LEDGER_SETTINGS = {
+    "DATASOURCE_LEDGER_CONFIG_NAME": "ledger",
+    "DATASOURCE_LEDGER_TYPE": "postgresql",
+    "DATASOURCE_LEDGER_HOST": "db.local",
+    "DATASOURCE_LEDGER_PORT": "5432",
+    "DATASOURCE_LEDGER_DATABASE": "pgsql",
+    "DATASOURCE_LEDGER_USER": "ledger",
+    "DATASOURCE_LEDGER_PASSWORD": "env",
+}
 
 
 @pytest.fixture
 def kit(app):  # noqa: F811
-    return make_kit(
-        app,
-        internal={"ledger": _ledger()},
-        guard=NetworkHostGuard(),
-    )
+    return make_kit(app)
 
 
 @pytest.fixture
-async def client(app, kit):  # noqa: F811
-    services = ApiServices(
-        request_job=app.request_job,
-        get_job=GetJob(app.store),
-        get_job_history=GetJobHistory(app.store),
-        connections=kit.services,
-    )
-    async with AsyncTestClient(create_app(services)) as test_client:
-        yield test_client
+async def client(app, kit, tmp_path):  # noqa: F811
+    """The API with the ledger configured as an internal datasource and the SSRF guard on,
+    on the kit's scripted reader, schema cache, test limiter and job index."""
+    async with bootstrap(
+        in_memory_settings(tmp_path, **LEDGER_SETTINGS),
+        **{
+            **app.overrides(),
+            "reader": kit.reader,
+            "host_guard": NetworkHostGuard(),
+            "schema_cache": kit.cache,
+            "test_limiter": kit.limiter,
+            "job_index": kit.jobs,
+        },
+    ) as fetcher:
+        async with AsyncTestClient(create_app(fetcher.api)) as test_client:
+            yield test_client
 
 
 def assert_error(response, status, code, message=None):

@@ -14,14 +14,13 @@ from uuid import UUID, uuid4
 import pytest
 
 from adapters.memory.messaging import RecordingJobEventPublisher, RecordingWorkQueue
-from adapters.messaging.envelope import Outcome
 from adapters.messaging.local import (
     InProcessWorkConsumer,
     InProcessWorkQueue,
     JsonlJobEventPublisher,
 )
 from application.errors import PublishFailed
-from application.ports.messaging import JobNotification, WorkOrder
+from application.ports.messaging import JobNotification, Settlement, WorkOrder
 from tests.unit.test_envelope import KEY, HmacTestSigner
 
 NOW = 1_780_000_000
@@ -60,11 +59,11 @@ async def test_in_process_queue_delivers_signed_orders_to_the_handler() -> None:
     seen: list[WorkOrder] = []
     done = asyncio.Event()
 
-    async def handler(order: WorkOrder) -> Outcome:
+    async def handler(order: WorkOrder) -> Settlement:
         seen.append(order)
         if len(seen) == len(orders):
             done.set()
-        return Outcome.DONE
+        return Settlement.ACK
 
     await _run_until(InProcessWorkConsumer(queue, signer, handler, clock=lambda: NOW), done)
 
@@ -79,10 +78,10 @@ async def test_in_process_consumer_dead_letters_an_invalid_signature() -> None:
     await queue.publish(_order())
     called = False
 
-    async def handler(order: WorkOrder) -> Outcome:
+    async def handler(order: WorkOrder) -> Settlement:
         nonlocal called
         called = True
-        return Outcome.DONE
+        return Settlement.ACK
 
     consumer = InProcessWorkConsumer(queue, HmacTestSigner(), handler)
     runner = asyncio.create_task(consumer.run())
@@ -104,15 +103,15 @@ async def test_in_process_consumer_retries_and_survives_handler_errors() -> None
     calls = 0
     done = asyncio.Event()
 
-    async def handler(order: WorkOrder) -> Outcome:
+    async def handler(order: WorkOrder) -> Settlement:
         nonlocal calls
         calls += 1
         if calls == 1:
-            return Outcome.RETRY
+            return Settlement.REQUEUE
         if calls == 2:
             raise RuntimeError("transient")
         done.set()
-        return Outcome.DONE
+        return Settlement.ACK
 
     consumer = InProcessWorkConsumer(
         queue, signer, handler, retry_delay=0.01, error_backoff=0.01, max_backoff=0.01
@@ -129,11 +128,11 @@ async def test_in_process_stop_lets_in_flight_handlers_finish() -> None:
     await queue.publish(_order())
     started, finished = asyncio.Event(), asyncio.Event()
 
-    async def handler(order: WorkOrder) -> Outcome:
+    async def handler(order: WorkOrder) -> Settlement:
         started.set()
         await asyncio.sleep(0.1)
         finished.set()
-        return Outcome.DONE
+        return Settlement.ACK
 
     consumer = InProcessWorkConsumer(queue, signer, handler)
     runner = asyncio.create_task(consumer.run())
@@ -151,10 +150,10 @@ async def test_in_process_stop_timeout_returns_unfinished_work_to_the_queue() ->
     await queue.publish(_order())
     started = asyncio.Event()
 
-    async def handler(order: WorkOrder) -> Outcome:
+    async def handler(order: WorkOrder) -> Settlement:
         started.set()
         await asyncio.sleep(60)
-        return Outcome.DONE
+        return Settlement.ACK
 
     consumer = InProcessWorkConsumer(queue, signer, handler, stop_timeout=0.05)
     runner = asyncio.create_task(consumer.run())
@@ -248,11 +247,11 @@ async def test_cancelling_run_drains_in_flight_work_and_loses_no_message() -> No
     await queue.publish(_order())
     started, finished = asyncio.Event(), asyncio.Event()
 
-    async def handler(order: WorkOrder) -> Outcome:
+    async def handler(order: WorkOrder) -> Settlement:
         started.set()
         await asyncio.sleep(0.05)
         finished.set()
-        return Outcome.DONE
+        return Settlement.ACK
 
     consumer = InProcessWorkConsumer(queue, signer, handler)
     runner = asyncio.create_task(consumer.run())

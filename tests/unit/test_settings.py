@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_defaults_are_the_embedded_default():
     settings = Settings.from_env({})
-    assert settings.database_url is None and settings.broker.url is None
+    assert settings.database.postgres is None and not settings.database.configured
+    assert settings.broker.url is None
     assert not settings.storage.uses_s3
     assert (settings.http.host, settings.http.port) == ("127.0.0.1", 4006)
     assert settings.broker.work_queue == "fetcher.extract-external-data.queue"
@@ -39,6 +40,39 @@ def test_defaults_are_the_embedded_default():
 def test_invalid_settings_name_the_variable(env, fragment):
     with pytest.raises(SettingsError, match=fragment):
         Settings.from_env(env)
+
+
+def test_the_database_url_is_parsed_once_into_its_parts():
+    url = "postgresql://fetcher:p%40ss@db.internal:6543/jobs?application_name=fetcher"
+    database = Settings.from_env({"FETCHER_DATABASE_URL": url}).database
+    assert database.configured and database.postgres is not None
+    pg = database.postgres
+    assert (pg.host, pg.port, pg.user, pg.password, pg.database) == (
+        "db.internal",
+        6543,
+        "fetcher",
+        "p@ss",
+        "jobs",
+    )
+    assert pg.options == (("application_name", "fetcher"),)
+    assert "p@ss" not in repr(database)
+
+
+def test_sqlite_files_default_to_the_data_folder_or_the_one_url_file(tmp_path):
+    default = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path)}).database
+    assert default.postgres is None
+    assert default.event_store_file == tmp_path / "fetcher.sqlite3"
+    assert default.sql_file == tmp_path / "fetcher-data.sqlite3"
+    one = Settings.from_env({"FETCHER_DATABASE_URL": f"sqlite:///{tmp_path}/one.db"}).database
+    assert one.configured and one.event_store_file == one.sql_file == tmp_path / "one.db"
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://postgres@127.0.0.1:5432", "postgresql://h:99999/db", "memory://"]
+)
+def test_an_unusable_database_url_is_a_settings_error(url):
+    with pytest.raises(SettingsError, match="FETCHER_DATABASE_URL"):
+        Settings.from_env({"FETCHER_DATABASE_URL": url})
 
 
 def test_non_positive_result_limit_keeps_the_default():

@@ -1,31 +1,37 @@
-"""Application wiring on the in-memory twins (no I/O)."""
+"""The service wired by ``bootstrap`` on the in-memory twins (no I/O)."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
 
-from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
-from adapters.crypto.sealing import AesGcmResultSealer
 from adapters.memory.connection_repository import InMemoryConnectionRepository
 from adapters.memory.datasource_reader import InMemoryDatasourceReader, MemoryTable
 from adapters.memory.job_event_store import InMemoryJobEventStore
-from adapters.memory.messaging import RecordingJobEventPublisher, RecordingWorkQueue
+from adapters.memory.job_index import InMemoryJobIndex
+from adapters.memory.messaging import (
+    RecordingJobEventPublisher,
+    RecordingWorkConsumer,
+    RecordingWorkQueue,
+)
 from adapters.memory.result_storage import InMemoryResultStorage
 from application.commands.register_connection import RegisterConnection
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
-from application.connections import ConnectionDirectory, EndpointFactory
-from application.policies.dispatch_work import DispatchWork
-from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower
 from domain.connection import Connection
 from domain.connection_input import ConnectionInput
+from entrypoints.bootstrap import bootstrap
+from entrypoints.roles import Fetcher
+from entrypoints.settings import Settings
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 
@@ -52,19 +58,55 @@ class CountingIds:
 
 @dataclass
 class App:
+    fetcher: Fetcher
     store: InMemoryJobEventStore
     repository: InMemoryConnectionRepository
     reader: InMemoryDatasourceReader
     storage: InMemoryResultStorage
     queue: RecordingWorkQueue
     publisher: RecordingJobEventPublisher
+    job_index: InMemoryJobIndex
     clock: FakeClock
+    ids: CountingIds
     ring: KeyRing
-    request_job: RequestJob
-    run_job: RunJob
-    register: RegisterConnection
-    dispatcher: LogFollower
-    emitter: LogFollower
+
+    def overrides(self) -> dict[str, Any]:
+        """This app's adapters as ``bootstrap`` overrides, to wire a variant on the same state."""
+        return {
+            "key_ring": self.ring,
+            "store": self.store,
+            "connections": self.repository,
+            "job_index": self.job_index,
+            "reader": self.reader,
+            "storage": self.storage,
+            "work_queue": self.queue,
+            "event_publisher": self.publisher,
+            "work_consumer": lambda handler: RecordingWorkConsumer(self.queue, handler),
+            "clock": self.clock,
+            "ids": self.ids,
+            "worker_id": "worker-1",
+            "run_limits": RunLimits(retry_backoff=0.0),
+        }
+
+    @property
+    def request_job(self) -> RequestJob:
+        return self.fetcher.api.request_job
+
+    @property
+    def register(self) -> RegisterConnection:
+        return self.fetcher.api.connections.register
+
+    @property
+    def run_job(self) -> RunJob:
+        return self.fetcher.worker.run_job
+
+    @property
+    def dispatcher(self) -> LogFollower:
+        return self.fetcher.relay.dispatcher
+
+    @property
+    def emitter(self) -> LogFollower:
+        return self.fetcher.relay.emitter
 
     async def connection(self, name: str = "pgsql", product: str = "payments") -> Connection:
         return await self.register(
@@ -81,51 +123,33 @@ class App:
         )
 
 
+def in_memory_settings(data_dir: Path, **env: str) -> Settings:
+    return Settings.from_env({"FETCHER_DATA_DIR": str(data_dir), **env})
+
+
 @pytest.fixture
-def app() -> App:
-    # Interleaving: tasks that run at once really race between their reads and appends.
-    store = InMemoryJobEventStore(interleave=True)
-    repository = InMemoryConnectionRepository()
+async def app(tmp_path: Path) -> AsyncIterator[App]:
     reader = InMemoryDatasourceReader(chunk_rows=2)
-    storage = InMemoryResultStorage()
-    ring = KeyRing(MASTER_KEY)
-    cipher = AesGcmCredentialCipher(ring)
-    clock = FakeClock()
-    ids = CountingIds()
-    directory = ConnectionDirectory(repository)
-    endpoints = EndpointFactory(cipher)
-    queue = RecordingWorkQueue()
-    publisher = RecordingJobEventPublisher()
     db = reader.database("db.local", "pgsql")
     db.tables["accounts"] = MemoryTable(
         columns=[("id", "integer"), ("name", "text")],
         rows=[{"id": i, "name": f"n{i}"} for i in range(1, 6)],
     )
     db.tables["empty"] = MemoryTable(columns=[("id", "integer")])
-    return App(
-        store=store,
-        repository=repository,
+    app = App(
+        fetcher=Fetcher(),
+        # Interleaving: tasks that run at once really race between their reads and appends.
+        store=InMemoryJobEventStore(interleave=True),
+        repository=InMemoryConnectionRepository(),
         reader=reader,
-        storage=storage,
-        queue=queue,
-        publisher=publisher,
-        clock=clock,
-        ring=ring,
-        request_job=RequestJob(store, directory, endpoints, reader, clock, ids),
-        run_job=RunJob(
-            store,
-            directory,
-            endpoints,
-            reader,
-            AesGcmResultSealer.from_ring(ring),
-            storage,
-            clock,
-            "worker-1",
-            RunLimits(retry_backoff=0.0),
-        ),
-        register=RegisterConnection(repository, cipher, clock, ids),
-        dispatcher=LogFollower(
-            name="dispatcher", store=store, handle=DispatchWork(store, queue, clock)
-        ),
-        emitter=LogFollower(name="emitter", store=store, handle=EmitJobEvents(store, publisher)),
+        storage=InMemoryResultStorage(),
+        queue=RecordingWorkQueue(),
+        publisher=RecordingJobEventPublisher(),
+        job_index=InMemoryJobIndex(),
+        clock=FakeClock(),
+        ids=CountingIds(),
+        ring=KeyRing(MASTER_KEY),
     )
+    async with bootstrap(in_memory_settings(tmp_path), **app.overrides()) as fetcher:
+        app.fetcher = fetcher
+        yield app

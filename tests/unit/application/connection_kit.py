@@ -16,7 +16,7 @@ from application.ports.host_guard import HostGuard
 from domain.connection import Connection, Endpoint
 from domain.connection_input import ConnectionInput
 from domain.schema import Schema, TableRead
-from entrypoints.container import ConnectionServices, connection_services
+from entrypoints.roles import ConnectionServices, connection_services
 
 
 class Ticks:
@@ -67,6 +67,7 @@ class Kit:
     cache: InMemorySchemaCache
     reader: ScriptedReader
     ticks: Ticks
+    limiter: InMemoryTokenBucket
 
     async def project_jobs(self) -> None:
         store = self.app.store  # type: ignore[attr-defined]
@@ -86,6 +87,7 @@ def make_kit(
     endpoints = EndpointFactory(cipher or app.request_job.endpoints.cipher)
     jobs = InMemoryJobIndex()
     cache = InMemorySchemaCache(300, now=ticks)
+    limiter = InMemoryTokenBucket(now=ticks)
     services = connection_services(
         directory=directory,
         endpoints=endpoints,
@@ -94,10 +96,10 @@ def make_kit(
         ids=app.register.ids,
         jobs=jobs,
         cache=cache,
-        limiter=InMemoryTokenBucket(now=ticks),
+        limiter=limiter,
         guard=guard,
     )
-    return Kit(app, services, jobs, cache, reader, ticks)
+    return Kit(app, services, jobs, cache, reader, ticks, limiter)
 
 
 def pg_input(name: str = "pgsql", **changes: object) -> ConnectionInput:

@@ -3,8 +3,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from adapters.memory.job_index import InMemoryJobIndex
-from application.policies.dispatch_work import DISPATCH_FAILED
 from application.policies.follower import ProjectionFollower
+from application.policies.publish_work_orders import DISPATCH_FAILED
 from application.policies.reap_jobs import ReapJobs
 from domain import job as jobs
 from domain.job import JobFailed

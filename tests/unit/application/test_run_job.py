@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from application.commands.run_job import RunOutcome
+from application.ports.messaging import Settlement
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
 
 SOURCE = {"source": "payments"}
@@ -17,7 +17,7 @@ async def _job(app, mapped):
 
 async def test_successful_run_records_claim_result_and_completion(app):
     job = await _job(app, {"pgsql": {"accounts": ["name"]}})
-    assert await app.run_job(job.id) is RunOutcome.DONE
+    assert await app.run_job(job.id) is Settlement.ACK
     events = await app.store.job_events(job.id)
     assert [type(e) for e in events] == [JobRequested, JobClaimed, JobResultStored, JobCompleted]
     stored = events[2]
@@ -27,7 +27,7 @@ async def test_successful_run_records_claim_result_and_completion(app):
 async def test_second_delivery_of_the_same_job_does_nothing(app):
     job = await _job(app, {"pgsql": {"accounts": ["name"]}})
     await app.run_job(job.id)
-    assert await app.run_job(job.id) is RunOutcome.DONE
+    assert await app.run_job(job.id) is Settlement.ACK
     assert len(await app.store.job_events(job.id)) == 4
 
 
@@ -138,7 +138,7 @@ async def test_same_job_delivered_to_two_workers_at_once_is_extracted_once(app):
     job = await _job(app, {"pgsql": {"accounts": ["id"]}})
     other = clone(app.run_job, worker_id="worker-2")
     outcomes = await asyncio.gather(app.run_job(job.id), other(job.id))
-    assert outcomes == [RunOutcome.DONE, RunOutcome.DONE]
+    assert outcomes == [Settlement.ACK, Settlement.ACK]
     # Both read the job as requested; the second claim lost on the optimistic lock.
     assert app.store.conflicts == 1
     events = await app.store.job_events(job.id)

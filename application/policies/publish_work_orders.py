@@ -1,4 +1,4 @@
-"""The dispatcher: a work order for every ``JobRequested`` on the log."""
+"""The dispatcher: publishes a work order for every ``JobRequested`` on the log."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from domain.errors import ConcurrencyConflict, InvalidTransition
 from domain.job import JobRequested
 
 FOLLOWER_NAME = "dispatcher"
+"""The follower's tracked position is stored under this name: never change it."""
 DISPATCH_FAILED = "process failed: unable to publish"
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
-class DispatchWork:
+class PublishWorkOrders:
     """Publishes the work order; a publish that keeps failing is retried by the follower until
     ``deadline`` after the request, then the job fails (and ``job.failed`` is emitted)."""
 

@@ -1,0 +1,41 @@
+"""Where a PostgreSQL database is: parsed once from its URL, handed to each adapter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresAddress:
+    """A PostgreSQL database, from a ``postgresql://user:pass@host:port/dbname`` URL.
+
+    The URL is parsed once, here; the event store (psycopg) and the SQL adapters (SQLAlchemy on
+    asyncpg) each connect from these fields. ``options`` are the URL's query parameters, which
+    only the SQLAlchemy engine passes on (as asyncpg connect arguments).
+    """
+
+    database: str
+    host: str = "127.0.0.1"
+    port: int = 5432
+    user: str = "postgres"
+    password: str = field(default="", repr=False)
+    options: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresAddress:
+        """Raises ``ValueError`` for another scheme, a bad port or a URL without a database."""
+        parts = urlsplit(url)
+        if parts.scheme.split("+", 1)[0] not in ("postgresql", "postgres"):
+            raise ValueError("not a postgresql:// URL")
+        database = unquote(parts.path.lstrip("/"))
+        if not database:
+            raise ValueError("the PostgreSQL URL names no database")
+        return cls(
+            database=database,
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 5432,
+            user=unquote(parts.username or "postgres"),
+            password=unquote(parts.password or ""),
+            options=tuple(parse_qsl(parts.query)),
+        )

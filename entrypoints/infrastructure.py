@@ -1,0 +1,205 @@
+"""What is opened from settings: the master key, the service's database, result storage and
+the broker. Each has an embedded twin for the default without configuration."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+
+from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
+from adapters.crypto.signing import HmacMessageSigner
+from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
+from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
+from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
+from adapters.sql.connections import SqlaConnectionRepository
+from adapters.sql.job_index import SqlaJobIndex
+from adapters.sql.tables import create_engine_for
+from adapters.storage.filesystem import FilesystemResultStorage
+from adapters.storage.s3 import S3ResultStorage, S3Settings
+from application.ports.connection_repository import ConnectionRepository
+from application.ports.job_event_store import JobEventStore
+from application.ports.job_index import JobIndex
+from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
+from application.ports.result_storage import ResultStorage
+from entrypoints.roles import Check
+from entrypoints.settings import Settings, SettingsError
+
+log = logging.getLogger("fetcher")
+
+BROKER_CHECK_SECONDS = 2.0
+KEY_FILE = "master.key"
+
+
+@contextlib.asynccontextmanager
+async def open_event_store(settings: Settings) -> AsyncIterator[JobEventStore]:
+    """The event store on PostgreSQL, or on its SQLite file; its tables are created now."""
+    database = settings.database
+    store = EventsourcingJobEventStore.for_database(database.postgres or database.event_store_file)
+    try:
+        await store.open()
+        yield store
+    finally:
+        await store.close()
+
+
+@contextlib.asynccontextmanager
+async def open_sql_adapters(
+    settings: Settings,
+    connections: ConnectionRepository | None = None,
+    job_index: JobIndex | None = None,
+) -> AsyncIterator[tuple[ConnectionRepository, JobIndex]]:
+    """The connection repository and the job index: those given, the others on one engine (one
+    pool) for the service's database, their tables created now."""
+    if connections is not None and job_index is not None:
+        yield connections, job_index
+        return
+    database = settings.database
+    engine = create_engine_for(database.postgres or database.sql_file)
+    try:
+        if connections is None:
+            repository = SqlaConnectionRepository(engine)
+            await repository.create_schema()
+            connections = repository
+        if job_index is None:
+            index = SqlaJobIndex(engine)
+            await index.create_schema()
+            job_index = index
+        yield connections, job_index
+    finally:
+        await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage]:
+    config = settings.storage
+    storage: ResultStorage
+    if config.uses_s3:
+        if config.bucket is None:
+            raise SettingsError("OBJECT_STORAGE_BUCKET is required")
+        storage = await S3ResultStorage.open(
+            S3Settings(
+                bucket=config.bucket,
+                endpoint_url=config.endpoint,
+                region=config.region,
+                key_prefix=config.key_prefix,
+                access_key_id=config.access_key_id,
+                secret_access_key=config.secret_key,
+                use_path_style=config.path_style,
+            )
+        )
+    else:
+        storage = FilesystemResultStorage(
+            settings.data_dir / "objects", key_prefix=config.key_prefix
+        )
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
+def broker_topology(settings: Settings) -> RabbitTopology:
+    return RabbitTopology(
+        work_queue=settings.broker.work_queue, events_exchange=settings.broker.events_exchange
+    )
+
+
+async def declare_broker_topology(settings: Settings) -> None:
+    """Declares the exchanges and queues (idempotent) when a broker is configured."""
+    if settings.broker.url:
+        await broker_topology(settings).apply(settings.broker.url)
+
+
+def passive_broker_checks(settings: Settings) -> dict[str, Check]:
+    """For a process that publishes nothing: the broker is ready when its topology exists."""
+    url = settings.broker.url
+    if not url:
+        return {}
+
+    async def broker_ready() -> None:
+        await broker_topology(settings).apply(
+            url, passive=True, operation_timeout=BROKER_CHECK_SECONDS
+        )
+
+    return {"broker": broker_ready}
+
+
+@contextlib.asynccontextmanager
+async def open_work_queue(
+    settings: Settings, signer: HmacMessageSigner
+) -> AsyncIterator[WorkQueue]:
+    broker = settings.broker
+    queue: WorkQueue
+    if broker.url:
+        queue = await AioPikaWorkQueue.connect(broker.url, broker.work_queue, signer)
+    else:
+        queue = InProcessWorkQueue(signer, queue_name=broker.work_queue)
+    try:
+        yield queue
+    finally:
+        await queue.close()
+
+
+@contextlib.asynccontextmanager
+async def open_event_publisher(
+    settings: Settings, signer: HmacMessageSigner
+) -> AsyncIterator[JobEventPublisher]:
+    broker = settings.broker
+    publisher: JobEventPublisher
+    if broker.url:
+        publisher = await AioPikaJobEventPublisher.connect(
+            broker.url, broker.events_exchange, broker.cloudevents_source, signer
+        )
+    else:
+        publisher = JsonlJobEventPublisher(
+            settings.data_dir / "events.jsonl",
+            source=broker.cloudevents_source,
+            signer=signer,
+            exchange=broker.events_exchange,
+        )
+    try:
+        yield publisher
+    finally:
+        await publisher.close()
+
+
+@contextlib.asynccontextmanager
+async def open_rabbit_consumer(
+    settings: Settings, signer: HmacMessageSigner, handler: WorkHandler
+) -> AsyncIterator[WorkConsumer]:
+    broker = settings.broker
+    if not broker.url:
+        raise SettingsError("RABBITMQ_URL is required")
+    consumer = await RabbitWorkConsumer.connect(
+        broker.url, broker.work_queue, signer, handler, prefetch=broker.workers
+    )
+    try:
+        yield consumer
+    finally:
+        await consumer.stop()
+
+
+def load_key_ring(settings: Settings) -> KeyRing:
+    """``APP_ENC_KEY``; on the embedded default without it, a key generated once into the data
+    folder (the service says so at start)."""
+    keys = settings.keys
+    master = keys.master_key
+    if master is None:
+        if settings.database.configured or settings.broker.url or settings.storage.uses_s3:
+            raise SettingsError("APP_ENC_KEY is required (base64, at least 32 bytes)")
+        path = settings.data_dir / KEY_FILE
+        if not path.exists():
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(generate_master_key() + "\n")
+            log.warning("APP_ENC_KEY is not set: generated a master key into %s", path)
+        else:
+            log.warning("APP_ENC_KEY is not set: using the generated master key in %s", path)
+        master = path.read_text().strip()
+    try:
+        return KeyRing(master, keys.version, keys.previous or None)
+    except InvalidMasterKey as error:
+        raise SettingsError(f"APP_ENC_KEY is invalid: {error}") from None

@@ -1,0 +1,272 @@
+"""The roles a process runs (what the HTTP layer and the runners get from the composition
+root), and how each is assembled from ports."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from typing import TypeVar
+
+from application.commands.assign_connection import AssignConnection
+from application.commands.check_connection import CheckConnection
+from application.commands.register_connection import ALL_TYPES, RegisterConnection
+from application.commands.remove_connection import RemoveConnection
+from application.commands.request_job import RequestJob
+from application.commands.run_job import RunJob, RunLimits
+from application.commands.update_connection import UpdateConnection
+from application.connections import ConnectionDirectory, EndpointFactory
+from application.fresh_job_index import FreshJobIndex
+from application.policies import emit_events, publish_work_orders
+from application.policies.emit_events import EmitJobEvents
+from application.policies.follower import LogFollower, PeriodicTask, ProjectionFollower
+from application.policies.publish_work_orders import PublishWorkOrders
+from application.policies.reap_jobs import ReapJobs
+from application.policies.requeue_pending import RequeuePending
+from application.ports.clock import Clock, IdGenerator
+from application.ports.credential_cipher import CredentialCipher
+from application.ports.datasource_reader import DatasourceReader
+from application.ports.host_guard import HostGuard
+from application.ports.job_event_store import JobEventStore
+from application.ports.job_index import JobIndex
+from application.ports.messaging import (
+    JobEventPublisher,
+    Settlement,
+    WorkConsumer,
+    WorkHandler,
+    WorkOrder,
+    WorkQueue,
+)
+from application.ports.rate_limiter import RateLimiter
+from application.ports.schema_cache import SchemaCache
+from application.queries.connection_schema import GetConnectionSchema
+from application.queries.connections import GetConnection, ListConnections
+from application.queries.get_job import GetJob, GetJobHistory
+from application.queries.unassigned_connections import ListUnassignedConnections
+from application.queries.validate_schema import ValidateSchema
+from domain.connection import DatabaseType
+from entrypoints.settings import Settings
+
+Check = Callable[[], Awaitable[None]]
+T = TypeVar("T")
+
+REAPER_POLL_SECONDS = 30.0
+
+
+class Role(Enum):
+    """A part of the service a process runs: ``fetcher serve`` runs all three."""
+
+    API = "api"
+    WORKER = "worker"
+    RELAY = "relay"
+
+
+ALL_ROLES = frozenset(Role)
+
+
+@dataclass(slots=True)
+class ConnectionServices:
+    """The connection use cases, one per route."""
+
+    register: RegisterConnection
+    update: UpdateConnection
+    remove: RemoveConnection
+    check: CheckConnection
+    assign: AssignConnection
+    get: GetConnection
+    list: ListConnections
+    list_unassigned: ListUnassignedConnections
+    schema: GetConnectionSchema
+    validate_schema: ValidateSchema
+    max_page_limit: int = 100
+
+
+def no_op() -> None:
+    return None
+
+
+@dataclass(slots=True)
+class ApiServices:
+    """The API role: the use cases behind the routes, and the readiness checks."""
+
+    request_job: RequestJob
+    get_job: GetJob
+    get_job_history: GetJobHistory
+    connections: ConnectionServices
+    checks: dict[str, Check] = field(default_factory=dict)
+    version: str = "0.0.0"
+    on_job_recorded: Callable[[], None] = no_op
+    """Called after a new job was recorded (wakes a dispatcher running in the same process)."""
+
+
+@dataclass(slots=True)
+class Worker:
+    """The worker role: its consumer takes work orders off the queue and ``run_job`` runs
+    each one."""
+
+    run_job: RunJob
+    consumer: WorkConsumer
+
+
+Loop = LogFollower | ProjectionFollower | PeriodicTask
+
+
+@dataclass(slots=True)
+class Relay:
+    """The relay role: the followers of the event log and the reaper."""
+
+    dispatcher: LogFollower
+    """Publishes a work order for every requested job."""
+    emitter: LogFollower
+    """Publishes ``job.completed`` / ``job.failed`` for every terminal event."""
+    projection: ProjectionFollower
+    """Keeps the job index."""
+    reaper: PeriodicTask
+    """Fails or dispatches again the jobs that stalled."""
+    requeue_on_start: RequeuePending | None = None
+    """Set when the work queue does not survive a restart (the in-process one): run it once
+    before the loops start."""
+
+    @property
+    def loops(self) -> tuple[Loop, ...]:
+        return (self.dispatcher, self.emitter, self.projection, self.reaper)
+
+
+class Fetcher:
+    """The roles one process runs, wired on the adapters they share. Asking for a role that
+    was not bootstrapped is a programming error (``RuntimeError``)."""
+
+    __slots__ = ("_api", "_relay", "_worker")
+
+    def __init__(
+        self,
+        *,
+        api: ApiServices | None = None,
+        worker: Worker | None = None,
+        relay: Relay | None = None,
+    ) -> None:
+        self._api = api
+        self._worker = worker
+        self._relay = relay
+
+    @property
+    def api(self) -> ApiServices:
+        return _required(self._api, Role.API)
+
+    @property
+    def worker(self) -> Worker:
+        return _required(self._worker, Role.WORKER)
+
+    @property
+    def relay(self) -> Relay:
+        return _required(self._relay, Role.RELAY)
+
+
+def _required(part: T | None, role: Role) -> T:
+    if part is None:
+        raise RuntimeError(f"the {role.value} role was not bootstrapped")
+    return part
+
+
+def connection_services(
+    *,
+    directory: ConnectionDirectory,
+    endpoints: EndpointFactory,
+    reader: DatasourceReader,
+    clock: Clock,
+    ids: IdGenerator,
+    jobs: JobIndex,
+    cache: SchemaCache,
+    limiter: RateLimiter,
+    guard: HostGuard | None = None,
+    supported: Collection[DatabaseType] = ALL_TYPES,
+    max_page_limit: int = 100,
+    max_months: int = 1,
+) -> ConnectionServices:
+    """Wires the connection use cases on the given adapters. ``reader`` is expected to guard
+    dials already when the SSRF guard is on; ``guard`` is for the checks at write time."""
+    repository = directory.repository
+    cipher: CredentialCipher = endpoints.cipher
+    return ConnectionServices(
+        register=RegisterConnection(repository, cipher, clock, ids, guard, supported),
+        update=UpdateConnection(repository, cipher, clock, jobs, cache, guard, supported),
+        remove=RemoveConnection(repository, clock, jobs, cache),
+        check=CheckConnection(directory, endpoints, reader, limiter),
+        assign=AssignConnection(repository, cipher, clock),
+        get=GetConnection(directory),
+        list=ListConnections(directory, clock, max_months),
+        list_unassigned=ListUnassignedConnections(repository, clock, max_months),
+        schema=GetConnectionSchema(directory, endpoints, reader),
+        validate_schema=ValidateSchema(directory, endpoints, reader, cache),
+        max_page_limit=max_page_limit,
+    )
+
+
+def work_handler(run_job: RunJob, after: Callable[[], None] | None = None) -> WorkHandler:
+    """The worker's handler: runs the ordered job, then calls ``after``."""
+
+    async def handle(order: WorkOrder) -> Settlement:
+        settlement = await run_job(order.job_id)
+        if after is not None:
+            after()
+        return settlement
+
+    return handle
+
+
+def run_limits_from(settings: Settings) -> RunLimits:
+    engine = settings.engine
+    return RunLimits(
+        max_result_bytes=engine.max_result_bytes,
+        timeout=engine.timeout_seconds,
+        parallelism=engine.parallelism,
+    )
+
+
+def build_relay(
+    settings: Settings,
+    store: JobEventStore,
+    job_index: JobIndex,
+    queue: WorkQueue,
+    publisher: JobEventPublisher,
+    clock: Clock,
+    *,
+    poll_interval: float,
+    queue_is_volatile: bool = False,
+) -> Relay:
+    """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
+    loses what it holds when the process stops, so pending jobs are queued again at start."""
+    return Relay(
+        dispatcher=LogFollower(
+            name=publish_work_orders.FOLLOWER_NAME,
+            store=store,
+            handle=PublishWorkOrders(store, queue, clock),
+            poll_interval=poll_interval,
+        ),
+        emitter=LogFollower(
+            name=emit_events.FOLLOWER_NAME,
+            store=store,
+            handle=EmitJobEvents(store, publisher),
+            poll_interval=poll_interval,
+        ),
+        projection=ProjectionFollower(
+            name="projection", store=store, index=job_index, poll_interval=poll_interval
+        ),
+        reaper=PeriodicTask(
+            name="reaper",
+            poll_interval=REAPER_POLL_SECONDS,
+            action=ReapJobs(
+                store,
+                job_index,
+                queue,
+                clock,
+                pending_timeout=timedelta(seconds=settings.engine.pending_timeout_seconds),
+            ),
+        ),
+        requeue_on_start=(
+            RequeuePending(store, FreshJobIndex(job_index, store), queue, clock)
+            if queue_is_volatile
+            else None
+        ),
+    )
