@@ -33,6 +33,7 @@ from entrypoints.bootstrap import (
     topology,
 )
 from entrypoints.http.app import create_app
+from entrypoints.security import open_http_security
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
@@ -156,6 +157,7 @@ async def serve(settings: Settings) -> None:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     async with (
+        open_http_security(settings) as security,
         open_core(settings) as core,
         open_storage(settings) as storage,
         open_work_queue(core) as queue,
@@ -193,7 +195,7 @@ async def serve(settings: Settings) -> None:
             }
         )
         services.on_job_recorded = dispatcher.wake.set
-        server = _uvicorn(settings, create_app(services))
+        server = _uvicorn(settings, create_app(services, security))
         log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
         try:
             await _until_stopped(
@@ -211,7 +213,11 @@ async def api(settings: Settings) -> None:
     _stop_on_signals(stop)
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
-    async with open_core(settings) as core, open_storage(settings) as storage:
+    async with (
+        open_http_security(settings) as security,
+        open_core(settings) as core,
+        open_storage(settings) as storage,
+    ):
         await topology(settings).apply(settings.broker.url)
         broker_url = settings.broker.url
 
@@ -221,7 +227,7 @@ async def api(settings: Settings) -> None:
         services = core.api_services(
             {"event_store": core.store.check, "broker": broker_ready, "storage": storage.check}
         )
-        server = _uvicorn(settings, create_app(services))
+        server = _uvicorn(settings, create_app(services, security))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _until_stopped(stop, _serve_http(server, stop))
 
