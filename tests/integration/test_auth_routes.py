@@ -351,3 +351,28 @@ async def test_the_openapi_document_declares_the_bearer_scheme_where_needed(clie
             assert operation.get("security") == expected, (method, path)
             if expected:
                 assert {"401", "403"} <= set(operation["responses"]), (method, path)
+
+
+async def test_handlers_can_take_the_callers_identity_with_its_tenant(security, idp):
+    from litestar import get
+    from litestar.datastructures import State
+    from litestar.di import NamedDependency, Provide
+    from litestar.middleware import DefineMiddleware
+
+    from domain.identity import Identity
+    from entrypoints.http.auth import BearerAuthentication, provide_identity
+
+    @get("/whoami", signature_namespace={"Identity": Identity, "NamedDependency": NamedDependency})
+    async def whoami(identity: NamedDependency[Identity | None]) -> dict[str, Any]:
+        assert identity is not None
+        return {"subject": identity.subject, "tenant": identity.tenant}
+
+    application = Litestar(
+        route_handlers=[whoami],
+        dependencies={"identity": Provide(provide_identity)},
+        middleware=[DefineMiddleware(BearerAuthentication, verifier=security.verifier)],
+        state=State({"security": security}),
+    )
+    async with in_loop_client(application) as test_client:
+        response = await test_client.get("/whoami", headers=bearer(idp.token(tenantId="acme")))
+    assert response.json() == {"subject": "user-1", "tenant": "acme"}
