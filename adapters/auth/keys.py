@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import aiohttp
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from jwt import PyJWK, PyJWTError
@@ -52,7 +53,10 @@ class StaticKey(SigningKeys):
     @classmethod
     def from_pem(cls, pem: str) -> StaticKey:
         """Raises ``ValueError`` when ``pem`` is not an RSA, EC or Ed25519 public key."""
-        key = load_pem_public_key(pem.encode())
+        try:
+            key = load_pem_public_key(pem.encode())
+        except (TypeError, UnsupportedAlgorithm) as error:
+            raise ValueError("not a supported public key") from error
         if not isinstance(
             key, rsa.RSAPublicKey | ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey
         ):

@@ -376,3 +376,21 @@ async def test_handlers_can_take_the_callers_identity_with_its_tenant(security, 
     async with in_loop_client(application) as test_client:
         response = await test_client.get("/whoami", headers=bearer(idp.token(tenantId="acme")))
     assert response.json() == {"subject": "user-1", "tenant": "acme"}
+
+
+async def test_a_rotated_key_is_accepted_without_restart(app, idp):  # noqa: F811
+    keys = JwksKeySource(issuer=idp.issuer, min_interval=0)
+    await keys.open()
+    verifier = PyJwtTokenVerifier(
+        keys, issuer=idp.issuer, audience=[idp.audience], algorithms=ASYMMETRIC_ALGORITHMS
+    )
+    rotated = idp.rotate("ES256")
+    try:
+        async with in_loop_client(
+            build_app(app, HttpSecurity(verifier, ClaimPermissions()))
+        ) as test_client:
+            response = await test_client.get(BASE, headers=bearer(idp.token(key=rotated)))
+        assert response.status_code == 200, response.text
+    finally:
+        idp.keys.remove(rotated)
+        await keys.close()
