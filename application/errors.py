@@ -76,3 +76,59 @@ class CredentialKeyMissing(PortError):
             f"credentials are encrypted with key version '{version}', which is not configured"
         )
         self.version = version
+
+
+class Unauthenticated(FetcherError):
+    """No bearer token, or one that does not check out (HTTP 401). ``token_given`` tells which:
+    the answer then says ``error="invalid_token"``. ``reason`` never quotes the token."""
+
+    entry = catalogue.MISSING_TOKEN
+
+    def __init__(self, reason: str | None = None) -> None:
+        if reason is None:
+            super().__init__()
+        else:
+            invalid = catalogue.INVALID_TOKEN
+            super().__init__(invalid.render(reason=reason), entry=invalid)
+        self.token_given = reason is not None
+
+
+class PermissionDenied(FetcherError):
+    """A caller whose token checked out, without the permission a route requires (HTTP 403).
+    Without ``permission``, the authorization service said no."""
+
+    entry = catalogue.PERMISSION_DENIED
+
+    def __init__(self, permission: str | None = None) -> None:
+        if permission is None:
+            super().__init__(entry=catalogue.DENIED_BY_AUTH_SERVICE)
+        else:
+            super().__init__(self.entry.render(permission=permission))
+        self.permission = permission
+
+
+class AuthServiceUnavailable(PortError):
+    """The authorization service, or the token issuer's keys, could not be reached."""
+
+    entry = catalogue.AUTH_SERVICE_UNAVAILABLE
+
+
+class AuthServiceRefused(FetcherError):
+    """The authorization service answered with an error of its own. The HTTP layer relays
+    ``status``; ``code``, ``title`` and ``message`` are the service's own when its body is in
+    the one error shape, else those of FET-0009."""
+
+    entry = catalogue.AUTH_SERVICE_ERROR
+
+    def __init__(
+        self,
+        status: int,
+        *,
+        code: str | None = None,
+        title: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        if code and title and message:
+            self.code, self.title = code, title

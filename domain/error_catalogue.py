@@ -13,6 +13,12 @@ own, in gaps the reference leaves:
   shown, inside ``job.failed`` (the reference's engine errors carry no code).
 - FET-1041, FET-1042, FET-1043: the reference's integer-coded test and schema failures and its
   rate limit, given stable codes after its FET-1040 ``Connection Down``.
+- FET-0006 ``Unauthorized`` (401), FET-0007 ``Forbidden`` (403), FET-0008 ``Auth Service
+  Unavailable`` (503) and FET-0009 ``Auth Service Error`` (the authorization service's own
+  status): the reference answers a missing token and a denial in plain text (``Missing
+  Token``, ``Forbidden``) with no code at all. They sit with FET-0001..0005, the reference's
+  general codes named after HTTP statuses, in the gap it leaves before its worker codes
+  (FET-0050 on).
 
 A message with ``{name}`` placeholders is a template: ``render`` fills it in.
 """
@@ -28,6 +34,8 @@ class ErrorKind(Enum):
     """What sort of rule was broken; the HTTP layer maps each kind to one status."""
 
     INVALID = "invalid"
+    UNAUTHENTICATED = "unauthenticated"
+    FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
     UNPROCESSABLE = "unprocessable"
@@ -109,6 +117,50 @@ NOT_FOUND: Final = CatalogueEntry(
     ErrorKind.NOT_FOUND,
     "The requested resource could not be found. Please check the request and try again.",
 )
+
+# Authentication and authorisation
+
+MISSING_TOKEN: Final = CatalogueEntry(
+    "FET-0006",
+    "Unauthorized",
+    ErrorKind.UNAUTHENTICATED,
+    "This route requires a bearer token in the Authorization header.",
+)
+INVALID_TOKEN: Final = CatalogueEntry(
+    "FET-0006",
+    "Unauthorized",
+    ErrorKind.UNAUTHENTICATED,
+    "The bearer token is not valid: {reason}.",
+)
+PERMISSION_DENIED: Final = CatalogueEntry(
+    "FET-0007",
+    "Forbidden",
+    ErrorKind.FORBIDDEN,
+    "The token does not grant the permission '{permission}' this route requires.",
+)
+DENIED_BY_AUTH_SERVICE: Final = CatalogueEntry(
+    "FET-0007", "Forbidden", ErrorKind.FORBIDDEN, "The authorization service denied this request."
+)
+AUTH_SERVICE_UNAVAILABLE: Final = CatalogueEntry(
+    "FET-0008",
+    "Auth Service Unavailable",
+    ErrorKind.UNAVAILABLE,
+    "The authorization service could not be reached. Please try again later.",
+)
+SIGNING_KEYS_UNAVAILABLE: Final = CatalogueEntry(
+    "FET-0008",
+    "Auth Service Unavailable",
+    ErrorKind.UNAVAILABLE,
+    "The token issuer's signing keys could not be fetched. Please try again later.",
+)
+AUTH_SERVICE_ERROR: Final = CatalogueEntry(
+    "FET-0009",
+    "Auth Service Error",
+    ErrorKind.INTERNAL,
+    "The authorization service refused the request.",
+)
+"""An error answer of the authorization service whose body is not in this service's error
+shape; the HTTP layer relays it with that service's status."""
 
 # Request errors
 

@@ -15,6 +15,7 @@ from application.ports.messaging import WorkConsumer
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
+from entrypoints.security import open_http_security
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
@@ -94,13 +95,13 @@ async def serve(settings: Settings) -> None:
     """Every role in one process; on the embedded default, an in-process work queue."""
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    async with bootstrap(settings) as fetcher:
+    async with open_http_security(settings) as security, bootstrap(settings) as fetcher:
         relay, consumer = fetcher.relay, fetcher.worker.consumer
         if relay.requeue_on_start is not None:
             requeued = await relay.requeue_on_start()
             if requeued:
                 log.info("requeued %d pending jobs after a restart", requeued)
-        server = _uvicorn(settings, create_app(fetcher.api))
+        server = _uvicorn(settings, create_app(fetcher.api, security))
         log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
         await _until_stopped(
             stop,
@@ -115,8 +116,11 @@ async def api(settings: Settings) -> None:
     _stop_on_signals(stop)
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
-    async with bootstrap(settings, roles={Role.API}) as fetcher:
-        server = _uvicorn(settings, create_app(fetcher.api))
+    async with (
+        open_http_security(settings) as security,
+        bootstrap(settings, roles={Role.API}) as fetcher,
+    ):
+        server = _uvicorn(settings, create_app(fetcher.api, security))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _until_stopped(stop, _serve_http(server, stop))
 

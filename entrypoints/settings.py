@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from adapters.common.postgres import PostgresAddress
 from entrypoints.connection_settings import ConnectionSettings, ConnectionSettingsError
@@ -165,6 +166,192 @@ class EngineSettings:
         )
 
 
+ASYMMETRIC_ALGORITHMS = (
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA",
+)  # fmt: skip
+MAX_LEEWAY_SECONDS = 300
+MIN_SECRET_BYTES = 32
+
+
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in env.get(name, "").split(",") if item.strip())
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    parts = urlsplit(raw)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise SettingsError(f"{name} must be an http(s) URL")
+    if parts.username or parts.password:
+        raise SettingsError(f"{name} must not carry credentials")
+    return raw
+
+
+def _origin(raw: str) -> str:
+    parts = urlsplit(raw)
+    if raw != "*" and (
+        parts.scheme not in {"http", "https"} or not parts.netloc or parts.path not in {"", "/"}
+    ):
+        raise SettingsError(
+            f"FETCHER_CORS_ORIGINS must list origins such as https://app.example.com, got {raw!r}"
+        )
+    return raw.rstrip("/")
+
+
+def _pem(raw: str) -> str | None:
+    """Inline PEM text, or the path of a PEM file."""
+    if not raw or raw.startswith("-----BEGIN"):
+        return raw or None
+    try:
+        return Path(raw).read_text()
+    except OSError as error:
+        raise SettingsError(
+            f"FETCHER_AUTH_PUBLIC_KEY is neither PEM text nor a readable file: {error.strerror}"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class SecuritySettings:
+    """Authentication, authorisation and CORS of the HTTP API (README "Authentication").
+
+    Tokens are verified when a key source is set: ``FETCHER_AUTH_ISSUER`` alone (OIDC
+    discovery), or with ``FETCHER_AUTH_JWKS_URL``, ``FETCHER_AUTH_PUBLIC_KEY`` or
+    ``FETCHER_AUTH_HS256_SECRET`` (one of the three). Whether the API may run without
+    authentication depends on its listen address; ``entrypoints.security`` decides at start.
+    """
+
+    issuer: str | None = None
+    """``FETCHER_AUTH_ISSUER``: the expected ``iss`` of every token; with no other key source,
+    also where the keys are found (``<issuer>/.well-known/openid-configuration`` →
+    ``jwks_uri``)."""
+    jwks_url: str | None = None
+    """``FETCHER_AUTH_JWKS_URL``: the issuer's JSON Web Key Set, read there (no discovery)."""
+    public_key: str | None = field(default=None, repr=False)
+    """``FETCHER_AUTH_PUBLIC_KEY``: one PEM public key (RSA, EC or Ed25519), as text or as the
+    path of a PEM file."""
+    hs256_secret: str | None = field(default=None, repr=False)
+    """``FETCHER_AUTH_HS256_SECRET``: a shared secret (at least 32 bytes) for small setups;
+    tokens are then HS256 only."""
+    audience: tuple[str, ...] = ()
+    """``FETCHER_AUTH_AUDIENCE``: the accepted ``aud`` values (comma-separated; required with a
+    key source)."""
+    algorithms: tuple[str, ...] = ()
+    """``FETCHER_AUTH_ALGORITHMS``: the allowed signing algorithms (comma-separated); by default
+    every asymmetric one the key fits, ``HS256`` with the secret; never ``none``."""
+    leeway_seconds: int = 30
+    """``FETCHER_AUTH_LEEWAY_SECONDS``: clock skew allowed on ``exp``, ``nbf`` and ``iat`` (0 to
+    300)."""
+    permissions_claim: str = "scope"
+    """``FETCHER_AUTH_PERMISSIONS_CLAIM``: the claim granting permissions, a space-separated
+    string or a list; a dotted path reads nested claims (``realm_access.roles``)."""
+    tenant_claim: str = "tenantId"
+    """``FETCHER_AUTH_TENANT_CLAIM``: the claim naming the caller's tenant (dotted path too)."""
+    plugin_enabled: bool = False
+    """``PLUGIN_AUTH_ENABLED``: ask the reference's authorization service for each request."""
+    plugin_address: str | None = None
+    """``PLUGIN_AUTH_ADDRESS``: that service's base URL (``POST <address>/v1/authorize``)."""
+    disabled_insecure: bool = False
+    """``FETCHER_AUTH_DISABLED_INSECURE``: run without authentication on an address beyond
+    loopback (every route open to anyone who reaches it; warned at every start)."""
+    cors_origins: tuple[str, ...] = ()
+    """``FETCHER_CORS_ORIGINS``: the origins CORS allows (comma-separated); none: CORS off."""
+
+    @property
+    def verifies_tokens(self) -> bool:
+        return self.issuer is not None
+
+    @property
+    def enabled(self) -> bool:
+        return self.verifies_tokens or self.plugin_enabled
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SecuritySettings:
+        issuer = _url(env, "FETCHER_AUTH_ISSUER")
+        jwks_url = _url(env, "FETCHER_AUTH_JWKS_URL")
+        public_key = _pem(env.get("FETCHER_AUTH_PUBLIC_KEY", "").strip())
+        secret = env.get("FETCHER_AUTH_HS256_SECRET", "").strip() or None
+        sources = [
+            name
+            for name, value in (
+                ("FETCHER_AUTH_JWKS_URL", jwks_url),
+                ("FETCHER_AUTH_PUBLIC_KEY", public_key),
+                ("FETCHER_AUTH_HS256_SECRET", secret),
+            )
+            if value
+        ]
+        if len(sources) > 1:
+            raise SettingsError(f"set only one of {', '.join(sources)}")
+        if sources and issuer is None:
+            raise SettingsError(f"FETCHER_AUTH_ISSUER is required with {sources[0]}")
+        if secret is not None and len(secret.encode()) < MIN_SECRET_BYTES:
+            raise SettingsError(
+                f"FETCHER_AUTH_HS256_SECRET must be at least {MIN_SECRET_BYTES} bytes"
+            )
+        audience = _list(env, "FETCHER_AUTH_AUDIENCE")
+        if issuer is not None and not audience:
+            raise SettingsError("FETCHER_AUTH_AUDIENCE is required with FETCHER_AUTH_ISSUER")
+        if issuer is None and audience:
+            raise SettingsError("FETCHER_AUTH_AUDIENCE needs FETCHER_AUTH_ISSUER")
+        plugin = _bool(env, "PLUGIN_AUTH_ENABLED")
+        address = _url(env, "PLUGIN_AUTH_ADDRESS")
+        if plugin and address is None:
+            raise SettingsError("PLUGIN_AUTH_ADDRESS is required when PLUGIN_AUTH_ENABLED=true")
+        disabled = _bool(env, "FETCHER_AUTH_DISABLED_INSECURE")
+        if disabled and (issuer is not None or plugin):
+            raise SettingsError(
+                "FETCHER_AUTH_DISABLED_INSECURE=true contradicts the authentication configured"
+            )
+        leeway = _int(env, "FETCHER_AUTH_LEEWAY_SECONDS", 30, positive=False)
+        if not 0 <= leeway <= MAX_LEEWAY_SECONDS:
+            raise SettingsError(
+                f"FETCHER_AUTH_LEEWAY_SECONDS must be between 0 and {MAX_LEEWAY_SECONDS}"
+            )
+        return cls(
+            issuer=issuer,
+            jwks_url=jwks_url,
+            public_key=public_key,
+            hs256_secret=secret,
+            audience=audience,
+            algorithms=_algorithms(env, issuer=issuer, secret=secret is not None),
+            leeway_seconds=leeway,
+            permissions_claim=env.get("FETCHER_AUTH_PERMISSIONS_CLAIM", "").strip() or "scope",
+            tenant_claim=env.get("FETCHER_AUTH_TENANT_CLAIM", "").strip() or "tenantId",
+            plugin_enabled=plugin,
+            plugin_address=address if plugin else None,
+            disabled_insecure=disabled,
+            cors_origins=_cors_origins(env),
+        )
+
+
+def _algorithms(env: Mapping[str, str], *, issuer: str | None, secret: bool) -> tuple[str, ...]:
+    name = "FETCHER_AUTH_ALGORITHMS"
+    listed = _list(env, name)
+    if listed and issuer is None:
+        raise SettingsError(f"{name} needs FETCHER_AUTH_ISSUER")
+    if any(item.lower() == "none" for item in listed):
+        raise SettingsError(f"{name} must not allow 'none'")
+    if secret:
+        if listed and listed != ("HS256",):
+            raise SettingsError(f"{name} must be HS256 with FETCHER_AUTH_HS256_SECRET")
+        return ("HS256",)
+    unknown = [item for item in listed if item not in ASYMMETRIC_ALGORITHMS]
+    if unknown:
+        raise SettingsError(
+            f"{name}: {', '.join(unknown)} not allowed (HS256 only with "
+            f"FETCHER_AUTH_HS256_SECRET); choose from {', '.join(ASYMMETRIC_ALGORITHMS)}"
+        )
+    return listed or ASYMMETRIC_ALGORITHMS
+
+
+def _cors_origins(env: Mapping[str, str]) -> tuple[str, ...]:
+    origins = tuple(_origin(item) for item in _list(env, "FETCHER_CORS_ORIGINS"))
+    if "*" in origins and len(origins) > 1:
+        raise SettingsError("FETCHER_CORS_ORIGINS: '*' stands alone")
+    return origins
+
+
 @dataclass(frozen=True, slots=True)
 class DatabaseSettings:
     """The service's own database, ``FETCHER_DATABASE_URL``, parsed once, here.
@@ -211,6 +398,7 @@ class Settings:
     engine: EngineSettings
     version: str
     connections: ConnectionSettings = field(default_factory=ConnectionSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -226,6 +414,7 @@ class Settings:
             engine=EngineSettings.from_env(env),
             version=env.get("VERSION", "").strip() or "0.0.0",
             connections=_connection_settings(env),
+            security=SecuritySettings.from_env(env),
         )
 
 

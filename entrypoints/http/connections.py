@@ -14,7 +14,14 @@ from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_product
 from domain.errors import InvalidRequest
+from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses, status_of
+from entrypoints.http.guards import (
+    can_delete_connections,
+    can_get_connections,
+    can_patch_connections,
+    can_post_connections,
+)
 from entrypoints.http.jobs import parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.schemas import (
@@ -93,9 +100,14 @@ def _product(request: Request, *, required: bool) -> str | None:
 class ConnectionController(Controller):
     path = "/v1/management/connections"
     tags = ["connections"]
+    security = BEARER_REQUIREMENT
 
     @post(
-        "/", status_code=201, summary="Register a connection", responses=error_responses(400, 409)
+        "/",
+        guards=[can_post_connections],
+        status_code=201,
+        summary="Register a connection",
+        responses=error_responses(400, 409),
     )
     async def create(
         self,
@@ -111,6 +123,7 @@ class ConnectionController(Controller):
 
     @get(
         "/",
+        guards=[can_get_connections],
         summary="List connections (internal datasources first on page 1)",
         responses=error_responses(400),
     )
@@ -126,6 +139,7 @@ class ConnectionController(Controller):
 
     @get(
         "/unassigned",
+        guards=[can_get_connections],
         summary="List connections without a product",
         responses=error_responses(400),
     )
@@ -141,6 +155,7 @@ class ConnectionController(Controller):
 
     @post(
         "/validate-schema",
+        guards=[can_post_connections],
         status_code=200,
         summary="Check that datasources, tables and fields exist",
         description=(
@@ -178,7 +193,12 @@ class ConnectionController(Controller):
             status_code=status_of(_SCHEMA_INVALID),
         )
 
-    @get("/{connection_id:str}", summary="Read a connection", responses=error_responses(400, 404))
+    @get(
+        "/{connection_id:str}",
+        guards=[can_get_connections],
+        summary="Read a connection",
+        responses=error_responses(400, 404),
+    )
     async def read(
         self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
     ) -> ConnectionView:
@@ -187,6 +207,7 @@ class ConnectionController(Controller):
 
     @patch(
         "/{connection_id:str}",
+        guards=[can_patch_connections],
         summary="Change a connection (partial update)",
         responses=error_responses(400, 404, 409),
     )
@@ -202,6 +223,7 @@ class ConnectionController(Controller):
 
     @delete(
         "/{connection_id:str}",
+        guards=[can_delete_connections],
         status_code=204,
         summary="Delete a connection (soft)",
         responses=error_responses(400, 404, 409),
@@ -213,6 +235,7 @@ class ConnectionController(Controller):
 
     @post(
         "/{connection_id:str}/test",
+        guards=[can_post_connections],
         status_code=200,
         summary="Dial a connection",
         responses=error_responses(400, 404, 429),
@@ -227,6 +250,7 @@ class ConnectionController(Controller):
 
     @get(
         "/{connection_id:str}/schema",
+        guards=[can_get_connections],
         summary="Discover a connection's tables now",
         responses=error_responses(400, 404),
     )
@@ -238,6 +262,7 @@ class ConnectionController(Controller):
 
     @post(
         "/{connection_id:str}/assign",
+        guards=[can_post_connections],
         status_code=200,
         summary="Give a connection a product",
         responses=error_responses(400, 404, 409),

@@ -9,6 +9,7 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from application.errors import AuthServiceRefused, PermissionDenied, Unauthenticated
 from domain import error_catalogue as catalogue
 from domain.error_catalogue import CatalogueEntry, ErrorKind
 from domain.errors import FetcherError
@@ -18,6 +19,8 @@ log = logging.getLogger(__name__)
 
 STATUS_OF_KIND = {
     ErrorKind.INVALID: 400,
+    ErrorKind.UNAUTHENTICATED: 401,
+    ErrorKind.FORBIDDEN: 403,
     ErrorKind.NOT_FOUND: 404,
     ErrorKind.CONFLICT: 409,
     ErrorKind.UNPROCESSABLE: 422,
@@ -56,6 +59,32 @@ def fetcher_error(_: Request, error: FetcherError) -> Response[ErrorBody]:
     return error_response(status, error.code, error.title, error.message, error.fields)
 
 
+def unauthenticated(_: Request, error: Unauthenticated) -> Response[ErrorBody]:
+    """401 with the challenge of RFC 6750: ``error="invalid_token"`` when a token was given."""
+    response = fetcher_error(_, error)
+    response.headers["WWW-Authenticate"] = (
+        'Bearer error="invalid_token"' if error.token_given else "Bearer"
+    )
+    return response
+
+
+def permission_denied(_: Request, error: PermissionDenied) -> Response[ErrorBody]:
+    response = fetcher_error(_, error)
+    if error.permission is not None:
+        response.headers["WWW-Authenticate"] = (
+            f'Bearer error="insufficient_scope", scope="{error.permission}"'
+        )
+    return response
+
+
+def auth_service_refused(_: Request, error: AuthServiceRefused) -> Response[ErrorBody]:
+    """The authorization service's own error, relayed with its status."""
+    response = error_response(error.status, error.code, error.title, error.message)
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer error="invalid_token"'
+    return response
+
+
 def _entry_response(status: int, entry: CatalogueEntry, message: str) -> Response[ErrorBody]:
     return error_response(status, entry.code, entry.title, message)
 
@@ -88,6 +117,9 @@ def unexpected_error(_: Request, error: Exception) -> Response[ErrorBody]:
 
 EXCEPTION_HANDLERS = {
     FetcherError: fetcher_error,
+    Unauthenticated: unauthenticated,
+    PermissionDenied: permission_denied,
+    AuthServiceRefused: auth_service_refused,
     ValidationException: validation_error,
     HTTPException: http_error,
     Exception: unexpected_error,
@@ -101,6 +133,9 @@ def _codes(*entries: CatalogueEntry) -> str:
 _DESCRIPTIONS = {
     400: f"Bad input: {_codes(catalogue.BAD_REQUEST)} (body), FET-04xx (fields, headers, ids, "
     "query), FET-10xx (rules)",
+    401: f"No bearer token, or one that does not check out ({_codes(catalogue.MISSING_TOKEN)})",
+    403: "The token does not grant this route's permission "
+    f"({_codes(catalogue.PERMISSION_DENIED)})",
     404: f"Not found ({_codes(catalogue.ENTITY_NOT_FOUND)})",
     409: "Conflict with the current state ("
     + _codes(
@@ -113,15 +148,18 @@ _DESCRIPTIONS = {
     429: f"Rate limited ({_codes(catalogue.CONNECTION_TEST_RATE_LIMITED)})",
     500: f"Unexpected error ({_codes(catalogue.INTERNAL_ERROR)}) or an operational failure "
     f"({_codes(catalogue.CONNECTION_TEST_FAILED, catalogue.SCHEMA_RETRIEVAL_FAILED)})",
-    503: f"A dependency is unavailable ({_codes(catalogue.SERVICE_UNAVAILABLE)})",
+    503: "A dependency is unavailable ("
+    + _codes(catalogue.SERVICE_UNAVAILABLE, catalogue.AUTH_SERVICE_UNAVAILABLE)
+    + ")",
 }
 
 
 def error_responses(*statuses: int) -> dict[int, ResponseSpec]:
-    """OpenAPI entries for the error statuses a route can answer, all in the one error shape."""
+    """OpenAPI entries for the error statuses a route can answer, all in the one error shape
+    (every route that answers them needs a token, hence 401 and 403)."""
     return {
         status: ResponseSpec(
             data_container=ErrorBody, description=_DESCRIPTIONS[status], generate_examples=False
         )
-        for status in (*statuses, 500, 503)
+        for status in (401, 403, *statuses, 500, 503)
     }

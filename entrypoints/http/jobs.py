@@ -16,7 +16,9 @@ from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest, MissingFields
 from domain.job import Job
 from domain.request import thaw
+from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
+from entrypoints.http.guards import can_get_fetcher, can_post_fetcher, can_read_history
 from entrypoints.http.schemas import (
     FetcherRequest,
     JobAccepted,
@@ -72,9 +74,11 @@ def history_entry(entry: HistoryEntry) -> JobHistoryEntry:
 class JobController(Controller):
     path = "/v1/fetcher"
     tags = ["jobs"]
+    security = BEARER_REQUIREMENT
 
     @post(
         "/",
+        guards=[can_post_fetcher],
         status_code=202,
         summary="Create an extraction job",
         description="202 for a new job, 200 with the existing job for a duplicate request.",
@@ -120,6 +124,7 @@ class JobController(Controller):
 
     @get(
         "/{job_id:str}",
+        guards=[can_get_fetcher],
         summary="Read a job, rebuilt from its own events",
         responses=error_responses(400, 404),
     )
@@ -130,6 +135,7 @@ class JobController(Controller):
 
     @get(
         "/{job_id:str}/events",
+        guards=[can_read_history],
         summary="A job's event history, in order, for auditors",
         responses=error_responses(400, 404),
     )

@@ -18,6 +18,7 @@ import asyncpg
 import httpx
 import pytest
 
+from tests.integration.auth_servers import LocalIdentityProvider
 from tests.integration.conftest import require_listening
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,6 +109,8 @@ class Processes:
     logs: Path
     api_url: str
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)
+    """What a caller sends to the API: a bearer token with every permission, when auth is on."""
 
     def start(self, role: str, name: str | None = None) -> subprocess.Popen[bytes]:
         """Starts ``fetcher <role>``, its output in ``<name or role>.log``."""
@@ -155,7 +158,7 @@ def base_env(**extra: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("FETCHER_", "RABBITMQ_", "OBJECT_STORAGE_", "APP_ENC"))
+        if not k.startswith(("FETCHER_", "RABBITMQ_", "OBJECT_STORAGE_", "APP_ENC", "PLUGIN_AUTH"))
     }
     env.update(extra)
     env["LOG_LEVEL"] = "INFO"
@@ -163,8 +166,23 @@ def base_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def production(run_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    """`fetcher api`, `fetcher worker` and `fetcher relay` as separate processes."""
+def identity_provider() -> Iterator[LocalIdentityProvider]:
+    """An OpenID provider on loopback whose tokens the production API accepts."""
+    provider = LocalIdentityProvider().start()
+    try:
+        yield provider
+    finally:
+        provider.stop()
+
+
+@pytest.fixture(scope="session")
+def production(
+    run_id: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    identity_provider: LocalIdentityProvider,
+) -> Iterator[Processes]:
+    """`fetcher api`, `fetcher worker` and `fetcher relay` as separate processes, the API
+    verifying bearer tokens of ``identity_provider``."""
     require_listening(S3_ENDPOINT, "the S3 test server")
     require_listening(RABBIT, "RabbitMQ")
     require_listening(PG_ADMIN, "PostgreSQL")
@@ -186,9 +204,15 @@ def production(run_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         OBJECT_STORAGE_SECRET_KEY=S3_SECRET,
         OBJECT_STORAGE_USE_PATH_STYLE="true",
         SERVER_ADDRESS=f"127.0.0.1:{port}",
+        FETCHER_AUTH_ISSUER=identity_provider.issuer,
+        FETCHER_AUTH_AUDIENCE=identity_provider.audience,
     )
+    token = identity_provider.token(exp=int(time.time()) + 3600)
     processes = Processes(
-        env=env, logs=tmp_path_factory.mktemp("prod-logs"), api_url=f"http://127.0.0.1:{port}"
+        env=env,
+        logs=tmp_path_factory.mktemp("prod-logs"),
+        api_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Bearer {token}"},
     )
     for role in ("api", "worker", "relay"):
         processes.start(role)

@@ -56,7 +56,9 @@ async def test_embedded_default_runs_the_same_scenario(
     embedded: Processes, source_database: str, tmp_path: Path
 ):
     data = Path(embedded.env["FETCHER_DATA_DIR"])
-    assert "generated a master key" in (embedded.logs / "serve.log").read_text()
+    serve_log = (embedded.logs / "serve.log").read_text()
+    assert "generated a master key" in serve_log
+    assert serve_log.count("authentication is off") == 1  # loopback: open, and says so
     key_env = base_env(APP_ENC_KEY=(data / "master.key").read_text().strip())
     external = cli("keys", "external-hmac", env=key_env).stdout.split()[-1]
     storage_key = cli("keys", "storage", env=key_env).stdout.split()[-1]

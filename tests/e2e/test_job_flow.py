@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -48,10 +49,10 @@ def derived_key(kind: str) -> bytes:
     return bytes.fromhex(out.rsplit(" ", 1)[1])
 
 
-def register(api: str, source_db: str, name: str) -> None:
+def register(api: str, source_db: str, name: str, headers: Mapping[str, str] | None = None) -> None:
     response = httpx.post(
         f"{api}/v1/management/connections",
-        headers={"X-Product-Name": PRODUCT},
+        headers={"X-Product-Name": PRODUCT, **(headers or {})},
         json={
             "configName": name,
             "type": "POSTGRESQL",
@@ -66,10 +67,13 @@ def register(api: str, source_db: str, name: str) -> None:
     assert "p@ss" not in response.text
 
 
-def submit(api: str, mapped: dict[str, Any], tag: str) -> str:
+def submit(
+    api: str, mapped: dict[str, Any], tag: str, headers: Mapping[str, str] | None = None
+) -> str:
     response = httpx.post(
         f"{api}/v1/fetcher",
         json={"dataRequest": {"mappedFields": mapped}, "metadata": {"source": PRODUCT, "tag": tag}},
+        headers=headers,
     )
     assert response.status_code == 202, response.text
     return str(response.json()["jobId"])
@@ -142,9 +146,9 @@ async def storage():
 async def test_job_over_ten_thousand_rows_completes_with_verifiable_event_and_result(
     production: Processes, source_database: str, events_queue, storage
 ):
-    api = production.api_url
-    register(api, source_database, "e2e_pg")
-    job_id = submit(api, {"e2e_pg": {"public.accounts": ["*"]}}, "full")
+    api, auth = production.api_url, production.headers
+    register(api, source_database, "e2e_pg", auth)
+    job_id = submit(api, {"e2e_pg": {"public.accounts": ["*"]}}, "full", auth)
 
     message = await next_event(events_queue, job_id, production)
     assert message.routing_key == "job.completed"
@@ -177,21 +181,21 @@ async def test_job_over_ten_thousand_rows_completes_with_verifiable_event_and_re
     mismatches = [(g, w) for g, w in zip(rows, want, strict=True) if not same_row(g, w)]
     assert mismatches == [], mismatches[:2]
 
-    job = httpx.get(f"{api}/v1/fetcher/{job_id}").json()
+    job = httpx.get(f"{api}/v1/fetcher/{job_id}", headers=auth).json()
     assert job["status"] == "completed" and job["resultHmac"] == result["hmac"]
     ready = httpx.get(f"{api}/readyz")
     assert ready.status_code == 200, ready.text
     assert set(ready.json()["checks"]) == {"event_store", "broker", "storage"}
-    history = httpx.get(f"{api}/v1/fetcher/{job_id}/events").json()["events"]
+    history = httpx.get(f"{api}/v1/fetcher/{job_id}/events", headers=auth).json()["events"]
     assert [e["type"] for e in history] == ["Requested", "Claimed", "ResultStored", "Completed"]
 
 
 async def test_job_on_missing_table_fails_with_reference_message_and_stores_nothing(
     production: Processes, source_database: str, events_queue, storage
 ):
-    api = production.api_url
-    register(api, source_database, "e2e_pg_missing")
-    job_id = submit(api, {"e2e_pg_missing": {"no_such_table": ["id"]}}, "missing")
+    api, auth = production.api_url, production.headers
+    register(api, source_database, "e2e_pg_missing", auth)
+    job_id = submit(api, {"e2e_pg_missing": {"no_such_table": ["id"]}}, "missing", auth)
     message = await next_event(events_queue, job_id, production)
     assert message.routing_key == "job.failed"
     body = json.loads(message.body)
@@ -203,7 +207,7 @@ async def test_job_on_missing_table_fails_with_reference_message_and_stores_noth
         await storage.read(
             production.env["OBJECT_STORAGE_KEY_PREFIX"] + f"external-data/{job_id}.json"
         )
-    job = httpx.get(f"{api}/v1/fetcher/{job_id}").json()
+    job = httpx.get(f"{api}/v1/fetcher/{job_id}", headers=auth).json()
     assert job["status"] == "failed" and "resultPath" not in job
     assert job["metadata"]["error"] == body["metadata"]["error"]["message"]
 
@@ -212,12 +216,12 @@ async def test_twenty_concurrent_identical_requests_create_one_job(
     production: Processes, source_database: str
 ):
     api = production.api_url
-    register(api, source_database, "e2e_pg_dedup")
+    register(api, source_database, "e2e_pg_dedup", production.headers)
     payload = {
         "dataRequest": {"mappedFields": {"e2e_pg_dedup": {"accounts": ["id"]}}},
         "metadata": {"source": PRODUCT, "tag": "dedup"},
     }
-    async with httpx.AsyncClient(base_url=api, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=api, timeout=30, headers=production.headers) as client:
         responses = await asyncio.gather(
             *(client.post("/v1/fetcher", json=payload) for _ in range(20))
         )

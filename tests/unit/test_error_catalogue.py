@@ -184,8 +184,14 @@ WORKER = {
 }
 
 # This service's own codes, in gaps the reference leaves. FET-1041..1043 stand for the
-# reference's integer-coded bodies of the same status and title (§2.2.2, "Non-FET shape-D").
+# reference's integer-coded bodies of the same status and title (§2.2.2, "Non-FET shape-D");
+# FET-0006..0009 for its plain-text auth answers (§2.1.1), FET-0009 relayed with the status of
+# the authorization service.
 OWN = {
+    "FET-0006": (401, "Unauthorized"),
+    "FET-0007": (403, "Forbidden"),
+    "FET-0008": (503, "Auth Service Unavailable"),
+    "FET-0009": (500, "Auth Service Error"),
     "FET-1022": (409, "Invalid Job Transition"),
     "FET-1023": (500, "Extraction Failed"),
     "FET-1041": (500, "Database Connection Error"),

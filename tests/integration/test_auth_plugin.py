@@ -1,0 +1,198 @@
+"""Plugin mode (reference §2.1.1) against a small authorization service on loopback: allowed,
+denied, its own errors relayed with its status, unreachable; the signature is checked first
+when keys are configured, and is not when none are (the service is then the only check)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import pytest
+
+from adapters.auth.jwt_verifier import PyJwtTokenVerifier, UnverifiedClaimsReader
+from adapters.auth.keys import ASYMMETRIC_ALGORITHMS, JwksKeySource
+from adapters.auth.plugin import EDITOR_SUBJECT, PluginAuthorizer
+from entrypoints.http.auth import HttpSecurity
+from tests.integration.auth_servers import AuthorizeServer, LocalIdentityProvider, new_key
+from tests.integration.connections_app import in_loop_client
+from tests.integration.test_auth_routes import BASE, CONNECTION, PRODUCT, bearer, build_app
+from tests.unit.application.conftest import app  # noqa: F401  (fixture)
+
+
+@pytest.fixture(scope="module")
+def idp() -> Iterator[LocalIdentityProvider]:
+    provider = LocalIdentityProvider().start()
+    try:
+        yield provider
+    finally:
+        provider.stop()
+
+
+@pytest.fixture
+def service() -> Iterator[AuthorizeServer]:
+    server = AuthorizeServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def plugin_client(app, verifier, address: str, timeout: float = 5.0):  # noqa: F811
+    authorizer = PluginAuthorizer(address, timeout=timeout)
+    await authorizer.open()
+    client = in_loop_client(build_app(app, HttpSecurity(verifier, authorizer)))
+    return client, authorizer
+
+
+@pytest.fixture
+async def client(app, idp, service) -> AsyncIterator[httpx.AsyncClient]:  # noqa: F811
+    keys = JwksKeySource(issuer=idp.issuer)
+    await keys.open()
+    verifier = PyJwtTokenVerifier(
+        keys, issuer=idp.issuer, audience=[idp.audience], algorithms=ASYMMETRIC_ALGORITHMS
+    )
+    test_client, authorizer = await plugin_client(app, verifier, service.base_url)
+    try:
+        async with test_client:
+            yield test_client
+    finally:
+        await authorizer.close()
+        await keys.close()
+
+
+async def test_allowed_the_service_is_asked_with_subject_resource_action_and_token(
+    client, idp, service
+):
+    token = idp.token([])  # no permissions claimed: the service decides
+    response = await client.post(BASE, json=CONNECTION, headers={**PRODUCT, **bearer(token)})
+    assert response.status_code == 201, response.text
+    assert service.asked == [{"sub": EDITOR_SUBJECT, "resource": "connections", "action": "post"}]
+    assert service.authorizations == [f"Bearer {token}"]
+
+    user = idp.token([], type="normal-user", owner="lerian", sub="u-42")
+    assert (await client.get(f"{BASE}/unassigned", headers=bearer(user))).status_code == 200
+    assert service.asked[-1] == {"sub": "lerian/u-42", "resource": "connections", "action": "get"}
+
+
+async def test_a_normal_user_without_an_owner_is_refused(client, idp, service):
+    token = idp.token([], type="normal-user")
+    response = await client.get(BASE, headers=bearer(token))
+    assert response.status_code == 401 and response.json()["code"] == "FET-0006"
+    assert service.asked == []
+
+
+async def test_denied_is_403(client, idp, service):
+    service.decide = lambda body, authorization: (200, {"authorized": False})
+    response = await client.delete(f"{BASE}/{uuid4()}", headers=bearer(idp.token()))
+    assert response.status_code == 403
+    assert response.json() == {
+        "code": "FET-0007",
+        "title": "Forbidden",
+        "message": "The authorization service denied this request.",
+    }
+    assert service.asked == [{"sub": EDITOR_SUBJECT, "resource": "connections", "action": "delete"}]
+
+
+async def test_the_history_is_asked_as_history_then_as_fetcher_get(client, idp, service):
+    def only_get(body: dict[str, Any], authorization: str) -> tuple[int, Any]:
+        return 200, {"authorized": body["action"] == "get"}
+
+    service.decide = only_get
+    job_id = "0190f0f0-0000-7000-8000-000000000000"
+    response = await client.get(f"/v1/fetcher/{job_id}/events", headers=bearer(idp.token()))
+    assert response.status_code == 404  # allowed; no such job
+    assert [(a["resource"], a["action"]) for a in service.asked] == [
+        ("fetcher", "history"),
+        ("fetcher", "get"),
+    ]
+
+
+async def test_the_services_own_errors_are_relayed_with_its_status(client, idp, service):
+    token = idp.token()
+    service.decide = lambda body, authorization: (
+        401,
+        {"code": "AUT-1004", "title": "Token Expired", "message": f"token {token} expired"},
+    )
+    response = await client.get(BASE, headers=bearer(token))
+    assert response.status_code == 401
+    assert response.json() == {
+        "code": "AUT-1004",
+        "title": "Token Expired",
+        "message": "token [REDACTED] expired",
+    }
+    assert response.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+
+    service.decide = lambda body, authorization: (500, b"<html>boom</html>")
+    response = await client.get(BASE, headers=bearer(token))
+    assert response.status_code == 500
+    assert response.json() == {
+        "code": "FET-0009",
+        "title": "Auth Service Error",
+        "message": "The authorization service refused the request.",
+    }
+    service.decide = lambda body, authorization: (200, b"not json")
+    response = await client.get(BASE, headers=bearer(token))
+    assert response.status_code == 503 and response.json()["code"] == "FET-0008"
+
+
+async def test_the_signature_is_checked_before_the_service_is_asked(client, idp, service):
+    forged = idp.token(key=new_key(kid=idp.current.kid))
+    expired = idp.token(exp=int(time.time()) - 300)
+    for token in (forged, expired):
+        assert (await client.get(BASE, headers=bearer(token))).status_code == 401
+    assert (await client.get(BASE)).status_code == 401
+    assert service.asked == []
+
+
+async def test_an_unreachable_service_is_503(app, idp):  # noqa: F811
+    stopped = AuthorizeServer().start()
+    address = stopped.base_url
+    stopped.stop()
+    test_client, authorizer = await plugin_client(app, UnverifiedClaimsReader(), address)
+    try:
+        async with test_client:
+            response = await test_client.get(BASE, headers=bearer(idp.token()))
+        assert response.status_code == 503
+        assert response.json() == {
+            "code": "FET-0008",
+            "title": "Auth Service Unavailable",
+            "message": "The authorization service could not be reached. Please try again later.",
+        }
+    finally:
+        await authorizer.close()
+
+
+async def test_a_service_slower_than_the_timeout_is_503(app, idp):  # noqa: F811
+    def slow(body: dict[str, Any], authorization: str) -> tuple[int, Any]:
+        time.sleep(1.0)
+        return 200, {"authorized": True}
+
+    server = AuthorizeServer(decide=slow).start()
+    test_client, authorizer = await plugin_client(
+        app, UnverifiedClaimsReader(), server.base_url, timeout=0.3
+    )
+    try:
+        async with test_client:
+            response = await test_client.get(BASE, headers=bearer(idp.token()))
+        assert response.status_code == 503 and response.json()["code"] == "FET-0008"
+    finally:
+        await authorizer.close()
+        await asyncio.to_thread(server.stop)
+
+
+async def test_without_keys_the_service_is_the_only_check(app, idp, service):  # noqa: F811
+    test_client, authorizer = await plugin_client(app, UnverifiedClaimsReader(), service.base_url)
+    try:
+        async with test_client:
+            forged = idp.token(key=new_key())
+            assert (await test_client.get(BASE, headers=bearer(forged))).status_code == 200
+            response = await test_client.get(BASE, headers=bearer("not-a-jwt"))
+            assert response.status_code == 401
+        assert json.dumps(service.asked).count("connections") == 1
+    finally:
+        await authorizer.close()
