@@ -160,6 +160,24 @@ async def test_create_errors(client):
     assert_error(await client.post(BASE, json=BODY, headers=PRODUCT), 409, "FET-1002")
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "::ffff:0:7f00:1",
+        "64:ff9b:1::7f00:1",
+        "2002:7f00:1::1",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",
+    ],
+)
+async def test_ipv6_forms_of_a_blocked_ipv4_host_are_refused_when_written(client, host):
+    assert_error(
+        await client.post(BASE, json={**BODY, "host": host}, headers=PRODUCT), 400, "FET-0414"
+    )
+    created = await create(client)
+    path = f"{BASE}/{created['id']}"
+    assert_error(await client.patch(path, json={"host": host}), 400, "FET-0414")
+
+
 # --- read and list --------------------------------------------------------------------------
 
 
