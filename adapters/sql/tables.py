@@ -27,6 +27,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from adapters.sql.quiet_logs import hide_statement_values
+
 metadata = MetaData()
 
 
@@ -116,18 +118,21 @@ def create_engine_for(
 
     SQLite files get WAL journaling and a busy timeout, so readers and writers of other
     connections (and of the event store's own threads) wait for each other instead of failing.
+    Statement parameters and rows (sealed credentials among them) never reach a log.
     """
+    hide_statement_values()
     target = async_url(url, sqlite_path)
     if target.startswith("sqlite"):
         database = make_url(target).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(target, echo=echo)
+        engine = create_async_engine(target, echo=echo, hide_parameters=True)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(
         target,
         echo=echo,
+        hide_parameters=True,
         pool_pre_ping=True,
         connect_args={"timeout": connect_timeout},
     )
