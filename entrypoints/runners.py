@@ -33,6 +33,7 @@ from entrypoints.bootstrap import (
     topology,
 )
 from entrypoints.http.app import create_app
+from entrypoints.http.request_deadlines import DeadlineH11Protocol
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
@@ -100,6 +101,9 @@ def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        http=DeadlineH11Protocol.with_timeouts(
+            settings.http.header_timeout_seconds, settings.http.body_timeout_seconds
+        ),
         # A request still open this long after a stop signal (a client that never finishes
         # its body) is cut, so shutdown is not held by it.
         timeout_graceful_shutdown=HTTP_SHUTDOWN_SECONDS,
