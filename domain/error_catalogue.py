@@ -91,6 +91,13 @@ BODY_TOO_LARGE: Final = CatalogueEntry(
     "FET-0001", "Request Entity Too Large", _INVALID, "Request Entity Too Large"
 )
 """A body over the size limit (the HTTP layer answers 413)."""
+REQUEST_TIMEOUT: Final = CatalogueEntry(
+    "FET-0001",
+    "Request Timeout",
+    _INVALID,
+    "The request {part} did not arrive within {seconds} seconds.",
+)
+"""Headers or a body too slow to arrive (the HTTP server answers 408 and closes)."""
 INTERNAL_ERROR: Final = CatalogueEntry(
     "FET-0002",
     "Internal Server Error",

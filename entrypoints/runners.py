@@ -14,6 +14,7 @@ import uvicorn
 from application.ports.messaging import WorkConsumer
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
+from entrypoints.http.request_deadlines import DeadlineH11Protocol
 from entrypoints.roles import Role
 from entrypoints.security import open_http_security
 from entrypoints.settings import Settings, SettingsError
@@ -68,6 +69,9 @@ def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
         log_level="warning",
         access_log=False,
         lifespan="on",
+        http=DeadlineH11Protocol.with_timeouts(
+            settings.http.header_timeout_seconds, settings.http.body_timeout_seconds
+        ),
         # A request still open this long after a stop signal (a client that never finishes
         # its body) is cut, so shutdown is not held by it.
         timeout_graceful_shutdown=HTTP_SHUTDOWN_SECONDS,

@@ -48,6 +48,11 @@ def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
 class HttpSettings:
     host: str
     port: int
+    header_timeout_seconds: float = 10.0
+    """Time a client has to send a request's headers (from connecting, or from the first byte
+    of a following request); then 408 and the connection is closed."""
+    body_timeout_seconds: float = 30.0
+    """Time a client has to send a request's body once its headers are in; then 408."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> HttpSettings:
@@ -59,7 +64,12 @@ class HttpSettings:
             raise SettingsError(f"SERVER_ADDRESS must be host:port, got {raw!r}") from None
         if not 0 < number < 65536:
             raise SettingsError(f"SERVER_ADDRESS port out of range: {raw!r}")
-        return cls(host=host or "0.0.0.0", port=number)
+        return cls(
+            host=host or "0.0.0.0",
+            port=number,
+            header_timeout_seconds=float(_int(env, "FETCHER_HTTP_HEADER_TIMEOUT_SECONDS", 10)),
+            body_timeout_seconds=float(_int(env, "FETCHER_HTTP_BODY_TIMEOUT_SECONDS", 30)),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,8 +89,20 @@ class InMemoryConnectionRepository(ConnectionRepository):
             return False
         now = _utc(now)
         row.deleted_at = now
-        row.connection = replace(row.connection, updated_at=now, version=row.connection.version + 1)
+        ssl = row.connection.ssl
+        row.connection = replace(
+            row.connection,
+            password=None,
+            ssl=replace(ssl, ca=None, cert=None, key=None) if ssl else None,
+            updated_at=now,
+            version=row.connection.version + 1,
+        )
         return True
+
+    def stored(self, connection_id: UUID) -> Connection | None:
+        """The row as stored, deleted or not (for tests: reads never see deleted rows)."""
+        row = self._rows.get(connection_id)
+        return _copy(row.connection) if row else None
 
     async def update(self, connection: Connection) -> Connection:
         self._guard()

@@ -26,7 +26,8 @@ BLOCKED_NAMES = frozenset(
 BLOCKED_SUFFIXES = (".local", ".internal", ".cluster.local", ".localhost")
 
 # Loopback, private, link-local, multicast, unspecified, shared address space, documentation
-# and benchmark ranges, reserved; IPv6 equivalents, and the deprecated IPv4-compatible block.
+# and benchmark ranges, reserved; IPv6 equivalents, and the deprecated IPv4-compatible block
+# (``::a.b.c.d``, all of it: nothing legitimate lives there).
 BLOCKED_NETWORKS = tuple(
     ipaddress.ip_network(net)
     for net in (
@@ -52,20 +53,44 @@ BLOCKED_NETWORKS = tuple(
         "ff00::/8",
     )
 )
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+# IPv6 blocks whose last 32 bits are an IPv4 address a translator or relay forwards to:
+# IPv4-translated (RFC 2765), the well-known NAT64 prefix (RFC 6052) and the local-use NAT64
+# block (RFC 8215, judged in its /96 layout, the IPv4 address in the last 32 bits).
+_IPV4_IN_LAST_32_BITS = tuple(
+    ipaddress.IPv6Network(net) for net in ("::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48")
+)
 
 
-def is_blocked_address(address: Address) -> bool:
-    """True for an address no external database may have (IPv4-mapped and NAT64 IPv6 forms
-    are judged by the IPv4 address they carry)."""
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        elif address in _NAT64:
-            address = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address stands for: IPv4-mapped, IPv4-translated and NAT64
+    forms carry one in their last 32 bits; 6to4 (``2002::/16``) carries one after its prefix;
+    Teredo (``2001::/32``) carries its server and, obfuscated, its client."""
+    if address.ipv4_mapped is not None:
+        return (address.ipv4_mapped,)
+    if any(address in net for net in _IPV4_IN_LAST_32_BITS):
+        return (ipaddress.IPv4Address(int(address) & 0xFFFFFFFF),)
+    if address.sixtofour is not None:
+        return (address.sixtofour,)
+    if address.teredo is not None:
+        return address.teredo
+    return ()
+
+
+def _blocked(address: Address) -> bool:
     if address.is_unspecified or address.is_loopback or address.is_multicast:
         return True
     return any(address in net for net in BLOCKED_NETWORKS if net.version == address.version)
+
+
+def is_blocked_address(address: Address) -> bool:
+    """True for an address no external database may have. An IPv6 address that carries an
+    IPv4 address (see :func:`embedded_ipv4`) is blocked when any IPv4 address it carries is."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = embedded_ipv4(address)
+        if embedded:
+            return any(_blocked(v4) for v4 in embedded)
+    return _blocked(address)
 
 
 def _literal(host: str) -> Address | None:

@@ -109,10 +109,17 @@ class SqlaConnectionRepository(ConnectionRepository):
         return ConnectionPage(items=[_from_row(r._mapping) for r in rows], total=total)
 
     async def soft_delete(self, connection_id: UUID, now: datetime) -> bool:
+        """Marks the row deleted and erases its sealed credentials."""
+        erased = {
+            **_secret("password", None),
+            **_secret("ssl_ca", None),
+            **_secret("ssl_cert", None),
+            **_secret("ssl_key", None),
+        }
         stmt = (
             update(connections)
             .where(_c.id == connection_id, _c.deleted_at.is_(None))
-            .values(deleted_at=now, updated_at=now, version=_c.version + 1)
+            .values(deleted_at=now, updated_at=now, version=_c.version + 1, **erased)
         )
         async with self._guard(), self._engine.begin() as conn:
             result = await conn.execute(stmt)

@@ -28,6 +28,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from adapters.common.postgres import PostgresAddress
+from adapters.sql.quiet_logs import hide_statement_values
 
 metadata = MetaData()
 
@@ -104,11 +105,15 @@ def create_engine_for(
 
     SQLite files get WAL journaling and a busy timeout, so readers and writers of other
     connections (and of the event store's own threads) wait for each other instead of failing.
+    Statement parameters and rows (sealed credentials among them) never reach a log.
     """
+    hide_statement_values()
     if isinstance(database, Path):
         if str(database) != ":memory:":
             database.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(f"sqlite+aiosqlite:///{database}", echo=echo)
+        engine = create_async_engine(
+            f"sqlite+aiosqlite:///{database}", echo=echo, hide_parameters=True
+        )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     url = URL.create(
@@ -123,6 +128,7 @@ def create_engine_for(
     return create_async_engine(
         url,
         echo=echo,
+        hide_parameters=True,
         pool_pre_ping=True,
         connect_args={"timeout": connect_timeout},
     )

@@ -47,7 +47,8 @@ class ConnectionRepository(Protocol):
     - ``assign_product`` gives an unowned live connection to a product in one conditional
       write (exactly one of several concurrent callers wins) and bumps its version; it returns
       None when the connection is missing, deleted or already owned.
-    - ``soft_delete`` bumps the version too, so caches keyed by version never serve it again.
+    - ``soft_delete`` bumps the version too, so caches keyed by version never serve it again,
+      and erases the sealed credentials (password, SSL CA, certificate and key) it kept.
     - Credentials are stored only as ``SealedSecret`` values; the repository never sees plaintext.
     - Unavailability raises ``domain.errors.Unavailable``.
     """

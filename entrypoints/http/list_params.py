@@ -16,6 +16,11 @@ MAX_KEY_LENGTH = 64
 MAX_VALUE_LENGTH = 256
 MAX_PAGE = 10**9
 """With ``limit`` at most a few hundred, the row offset ``(page - 1) * limit`` fits 64 bits."""
+MAX_METADATA_FILTERS = 20
+"""Distinct ``metadata.<key>`` filters in one list query: each is a JSON condition that the
+database evaluates per row and SQLAlchemy compiles on the event loop."""
+MAX_QUERY_PARAMETERS = 50
+"""Query parameters in one list query, all names counted, empty and ignored ones too."""
 
 
 def invalid_parameter(name: str) -> InvalidRequest:
@@ -65,12 +70,17 @@ def parse_list_filter(
     items: Iterable[tuple[str, str]], *, product: str | None, max_limit: int
 ) -> ListFilter:
     """Empty values are ignored; keys starting with ``$`` or ``_``, keys over 64 characters,
-    values over 256, NUL characters (no database column holds them) and a ``page`` over
-    :data:`MAX_PAGE` are refused (FET-0405); ``limit`` over ``max_limit`` is FET-0406, a bad
-    ``sortOrder`` FET-0407, a bad date FET-0408. ``cursor`` is checked, then ignored."""
+    values over 256, NUL characters (no database column holds them), a ``page`` over
+    :data:`MAX_PAGE`, more than :data:`MAX_METADATA_FILTERS` metadata filters and more than
+    :data:`MAX_QUERY_PARAMETERS` parameters are refused (FET-0405); ``limit`` over
+    ``max_limit`` is FET-0406, a bad ``sortOrder`` FET-0407, a bad date FET-0408. ``cursor``
+    is checked, then ignored."""
+    given = list(items)
+    if len(given) > MAX_QUERY_PARAMETERS:
+        raise invalid_parameter(f"query string (at most {MAX_QUERY_PARAMETERS} parameters)")
     params: dict[str, str] = {}
     metadata: dict[str, str] = {}
-    for key, value in items:
+    for key, value in given:
         if value == "":
             continue
         if (
@@ -83,6 +93,8 @@ def parse_list_filter(
             raise invalid_parameter(key)
         if key.startswith("metadata.") and len(key) > len("metadata."):
             metadata[key.removeprefix("metadata.")] = value
+            if len(metadata) > MAX_METADATA_FILTERS:
+                raise invalid_parameter(f"metadata.<key> (at most {MAX_METADATA_FILTERS} filters)")
         params.setdefault(key, value)
     limit = _positive(params, "limit", 10)
     if limit > max_limit:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import column, select, text
 
 from adapters.common.postgres import PostgresAddress
 from adapters.memory.connection_repository import InMemoryConnectionRepository
@@ -35,6 +36,10 @@ FET_1002_MESSAGE = (
 )
 
 Repository = InMemoryConnectionRepository | SqlaConnectionRepository
+SecretsAtRest = Callable[[UUID], Awaitable[dict[str, object]]]
+"""What the storage itself still holds of a connection's secrets (deleted rows included):
+each of password, SSL CA, certificate and key, None once nothing of it is left."""
+SECRET_NAMES = ("password", "ssl_ca", "ssl_cert", "ssl_key")
 
 
 def _connection(
@@ -68,7 +73,8 @@ def _connection(
 
 
 class ConnectionRepositoryContract:
-    """Subclasses provide a ``repo`` fixture yielding a fresh, empty repository."""
+    """Subclasses provide a ``repo`` fixture yielding a fresh, empty repository, and a
+    ``secrets_at_rest`` fixture reading its storage directly."""
 
     async def test_add_then_get_round_trips_every_field(self, repo: Repository) -> None:
         connection = _connection()
@@ -121,6 +127,25 @@ class ConnectionRepositoryContract:
         assert await repo.soft_delete(connection.id, T0) is True
         assert await repo.soft_delete(connection.id, T0) is False
         assert await repo.soft_delete(uuid4(), T0) is False
+
+    async def test_soft_delete_erases_the_sealed_credentials(
+        self, repo: Repository, secrets_at_rest: SecretsAtRest
+    ) -> None:
+        connection = _connection()
+        assert connection.ssl is not None
+        connection = replace(
+            connection, ssl=replace(connection.ssl, key=SealedSecret("a2V5", "v2"))
+        )
+        kept = _connection("kept")
+        await repo.add(connection)
+        await repo.add(kept)
+        before = await secrets_at_rest(connection.id)
+        assert set(before) == set(SECRET_NAMES) and None not in before.values()
+
+        assert await repo.soft_delete(connection.id, T0 + timedelta(hours=1))
+
+        assert await secrets_at_rest(connection.id) == dict.fromkeys(SECRET_NAMES)
+        assert await repo.get(kept.id) == kept
 
     async def test_by_config_names_ignores_deleted_and_unknown(self, repo: Repository) -> None:
         kept, gone = _connection("kept"), _connection("gone")
@@ -251,10 +276,48 @@ class ConnectionRepositoryContract:
         await repo.check()
 
 
+@asynccontextmanager
+async def _sql_secrets_at_rest(url: str | None, sqlite_path: Path) -> AsyncIterator[SecretsAtRest]:
+    """Reads the secret columns of a row with a separate engine, deleted rows included."""
+    engine = create_engine_for(PostgresAddress.from_url(url) if url else sqlite_path)
+    columns = ", ".join(f"{n}_ciphertext, {n}_key_version" for n in SECRET_NAMES)
+
+    async def read(connection_id: UUID) -> dict[str, object]:
+        async with engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(text(columns))
+                    .select_from(text("fetcher_connections"))
+                    .where(column("id") == connection_id)
+                )
+            ).one()
+        pairs = zip(row[0::2], row[1::2], strict=True)
+        return {
+            name: None if pair == (None, None) else pair
+            for name, pair in zip(SECRET_NAMES, pairs, strict=True)
+        }
+
+    try:
+        yield read
+    finally:
+        await engine.dispose()
+
+
 class TestInMemoryConnectionRepository(ConnectionRepositoryContract):
     @pytest.fixture
     async def repo(self) -> AsyncIterator[Repository]:
         yield InMemoryConnectionRepository()
+
+    @pytest.fixture
+    def secrets_at_rest(self, repo: InMemoryConnectionRepository) -> SecretsAtRest:
+        async def read(connection_id: UUID) -> dict[str, object]:
+            stored = repo.stored(connection_id)
+            assert stored is not None
+            ssl = stored.ssl
+            values = (stored.password, *((ssl.ca, ssl.cert, ssl.key) if ssl else (None,) * 3))
+            return dict(zip(SECRET_NAMES, values, strict=True))
+
+        return read
 
 
 class TestSqliteConnectionRepository(ConnectionRepositoryContract):
@@ -265,6 +328,11 @@ class TestSqliteConnectionRepository(ConnectionRepositoryContract):
         await repo.create_schema()  # idempotent
         yield repo
         await repo.close()
+
+    @pytest.fixture
+    async def secrets_at_rest(self, tmp_path: Path) -> AsyncIterator[SecretsAtRest]:
+        async with _sql_secrets_at_rest(None, tmp_path / "data" / "fetcher.db") as read:
+            yield read
 
 
 @pytest.fixture(scope="module")
@@ -296,3 +364,10 @@ class TestPostgresConnectionRepository(ConnectionRepositoryContract):
         async with engine.begin() as conn:
             await conn.execute(text("TRUNCATE fetcher_connections"))
         await engine.dispose()
+
+    @pytest.fixture
+    async def secrets_at_rest(
+        self, pg_connections_database: str, tmp_path: Path
+    ) -> AsyncIterator[SecretsAtRest]:
+        async with _sql_secrets_at_rest(pg_connections_database, tmp_path / "unused.db") as read:
+            yield read

@@ -54,9 +54,46 @@ def test_internal_addresses_are_blocked(address):
     assert is_blocked_address(ipaddress.ip_address(address))
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "64:ff9b::808:808"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "8.8.8.8", "1.1.1.1", "2606:4700::1111", "64:ff9b::808:808", "64:ff9b:1::808:808",
+        "::ffff:0:808:808", "2002:808:808::1", "2001:0:4136:e378:8000:63bf:f7f7:f7f7",
+    ],
+)  # fmt: skip
 def test_public_addresses_are_allowed(address):
     assert not is_blocked_address(ipaddress.ip_address(address))
+
+
+# IPv6 forms of a blocked IPv4 address: a translator, relay or tunnel forwards to the IPv4.
+EMBEDDED_BLOCKED_IPV4 = [
+    "::ffff:127.0.0.1",  # IPv4-mapped
+    "::ffff:0:7f00:1",  # IPv4-translated (RFC 2765)
+    "::ffff:0:a00:1",
+    "64:ff9b::7f00:1",  # well-known NAT64 (RFC 6052)
+    "64:ff9b:1::7f00:1",  # local-use NAT64 (RFC 8215)
+    "64:ff9b:1::a9fe:a9fe",
+    "2002:7f00:1::1",  # 6to4
+    "2002:a9fe:a9fe::1",
+    "::7f00:1",  # IPv4-compatible (deprecated)
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1 (obfuscated)
+    "2001:0:4136:e378:8000:63bf:f5ff:fffe",  # Teredo, client 10.0.0.1
+    "2001:0:a00:1:8000:63bf:f7f7:f7f7",  # Teredo, server 10.0.0.1
+]
+
+
+@pytest.mark.parametrize("address", EMBEDDED_BLOCKED_IPV4)
+async def test_ipv6_forms_of_a_blocked_ipv4_address_are_refused(address):
+    assert is_blocked_address(ipaddress.ip_address(address))
+    guard = NetworkHostGuard(resolver({"aaaa.example": ["93.184.216.34", address]}))
+    with pytest.raises(ForbiddenHost):
+        guard.check_literal(address)
+    with pytest.raises(ForbiddenHost):
+        guard.check_literal(f"[{address}]")
+    with pytest.raises(ForbiddenHost):
+        await guard.pin(address, 5432)
+    with pytest.raises(ForbiddenHost):
+        await guard.pin("aaaa.example", 5432)
 
 
 def test_literal_check_at_write_time_ignores_names():

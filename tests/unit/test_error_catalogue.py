@@ -200,7 +200,11 @@ OWN = {
 }
 
 # Refusals of the HTTP framework keep FET-0001 with the framework's status and reason as title.
-FRAMEWORK = {("FET-0001", "Method Not Allowed"), ("FET-0001", "Request Entity Too Large")}
+FRAMEWORK = {
+    ("FET-0001", "Method Not Allowed"),
+    ("FET-0001", "Request Entity Too Large"),
+    ("FET-0001", "Request Timeout"),
+}
 
 
 def _name(entry: CatalogueEntry) -> str:

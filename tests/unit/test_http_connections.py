@@ -161,6 +161,24 @@ async def test_create_errors(client):
     assert_error(await client.post(BASE, json=BODY, headers=PRODUCT), 409, "FET-1002")
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "::ffff:0:7f00:1",
+        "64:ff9b:1::7f00:1",
+        "2002:7f00:1::1",
+        "2001:0:4136:e378:8000:63bf:80ff:fffe",
+    ],
+)
+async def test_ipv6_forms_of_a_blocked_ipv4_host_are_refused_when_written(client, host):
+    assert_error(
+        await client.post(BASE, json={**BODY, "host": host}, headers=PRODUCT), 400, "FET-0414"
+    )
+    created = await create(client)
+    path = f"{BASE}/{created['id']}"
+    assert_error(await client.patch(path, json={"host": host}), 400, "FET-0414")
+
+
 # --- read and list --------------------------------------------------------------------------
 
 
@@ -212,6 +230,42 @@ async def test_list_envelope_with_internal_datasources_first(client):
 async def test_list_rejects_bad_query_parameters(client, params, status, code):
     assert_error(await client.get(BASE, params=params), status, code)
     assert_error(await client.get(f"{BASE}/unassigned", params=params), status, code)
+
+
+def _query_message(name: str) -> str:
+    return (
+        "One or more query parameters are in an incorrect format. Please check the following "
+        f"parameters '{name}' and ensure they meet the required format before trying again."
+    )
+
+
+async def test_list_takes_at_most_twenty_metadata_filters(client):
+    await create(client, metadata={f"k{i}": "v" for i in range(25)})
+    twenty = [(f"metadata.k{i}", "v") for i in range(20)]
+    for path in (BASE, f"{BASE}/unassigned"):
+        assert (await client.get(path, params=twenty)).status_code == 200
+        # the same key twice is one filter
+        assert (await client.get(path, params=[*twenty, ("metadata.k0", "v")])).status_code == 200
+    listed = (await client.get(BASE, params=twenty)).json()
+    assert [i["configName"] for i in listed["items"]] == ["ledger", "pgsql"]
+    one_off = [*twenty[:19], ("metadata.k19", "w")]
+    listed = (await client.get(BASE, params=one_off)).json()
+    assert [i["configName"] for i in listed["items"]] == ["ledger"]
+    message = _query_message("metadata.<key> (at most 20 filters)")
+    for path in (BASE, f"{BASE}/unassigned"):
+        too_many = await client.get(path, params=[*twenty, ("metadata.k20", "v")])
+        assert_error(too_many, 400, "FET-0405", message)
+        probe = await client.get(path, params=[(f"metadata.k{i}", "v") for i in range(1000)])
+        assert_error(probe, 400, "FET-0405", _query_message("query string (at most 50 parameters)"))
+
+
+async def test_list_takes_at_most_fifty_query_parameters(client):
+    fifty = [("note", "") for _ in range(45)] + [("limit", "5"), ("page", "1"), ("type", "x")]
+    fifty += [("sortOrder", "asc"), ("host", "ignored")]
+    assert (await client.get(BASE, params=fifty)).status_code == 200
+    message = _query_message("query string (at most 50 parameters)")
+    for path in (BASE, f"{BASE}/unassigned"):
+        assert_error(await client.get(path, params=[*fifty, ("x", "")]), 400, "FET-0405", message)
 
 
 async def test_list_accepts_valid_cursor_sort_and_dates(client):

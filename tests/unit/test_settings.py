@@ -75,6 +75,24 @@ def test_an_unusable_database_url_is_a_settings_error(url):
         Settings.from_env({"FETCHER_DATABASE_URL": url})
 
 
+def test_request_deadlines_default_to_ten_and_thirty_seconds():
+    http = Settings.from_env({}).http
+    assert (http.header_timeout_seconds, http.body_timeout_seconds) == (10.0, 30.0)
+    http = Settings.from_env(
+        {"FETCHER_HTTP_HEADER_TIMEOUT_SECONDS": "3", "FETCHER_HTTP_BODY_TIMEOUT_SECONDS": "120"}
+    ).http
+    assert (http.header_timeout_seconds, http.body_timeout_seconds) == (3.0, 120.0)
+
+
+@pytest.mark.parametrize(
+    "name", ["FETCHER_HTTP_HEADER_TIMEOUT_SECONDS", "FETCHER_HTTP_BODY_TIMEOUT_SECONDS"]
+)
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_request_deadlines_must_be_positive_integers(name, value):
+    with pytest.raises(SettingsError, match=name):
+        Settings.from_env({name: value})
+
+
 def test_non_positive_result_limit_keeps_the_default():
     assert (
         Settings.from_env({"ENGINE_MAX_RESULT_BYTES": "0"}).engine.max_result_bytes == 268_435_456
