@@ -1,5 +1,6 @@
-"""Errors raised by ports. Adapters wrap vendor exceptions in these (``raise ... from e``);
-their messages are safe to show (no credentials, no connection strings)."""
+"""Errors of the application layer: those raised by ports (adapters wrap vendor exceptions in
+these, ``raise ... from e``), authentication and authorisation, and the connection use cases.
+Their messages are safe to show (no credentials, no connection strings)."""
 
 from __future__ import annotations
 
@@ -132,3 +133,28 @@ class AuthServiceRefused(FetcherError):
         self.status = status
         if code and title and message:
             self.code, self.title = code, title
+
+
+class ConnectionInUse(FetcherError):
+    """A pending or processing job reads the connection, so it cannot change now."""
+
+    entry = catalogue.JOB_IN_PROGRESS
+
+
+class ConnectionTestFailed(FetcherError):
+    """The datasource could not be reached (reference: 500 "Database Connection Error")."""
+
+    entry = catalogue.CONNECTION_TEST_FAILED
+
+    @classmethod
+    def caused_by(cls, error: BaseException) -> ConnectionTestFailed:
+        """The error for a failed test, with the cause the adapter recognised (a timeout of the
+        test itself is one) appended to the reference's text."""
+        reason = error.reason if isinstance(error, DatasourceError) else None
+        if reason is None and isinstance(error, TimeoutError):
+            reason = ConnectFailure.TIMED_OUT
+        return cls(f"{cls.default_message} Cause: {reason.value}." if reason else None)
+
+
+class SchemaRetrievalFailed(FetcherError):
+    entry = catalogue.SCHEMA_RETRIEVAL_FAILED

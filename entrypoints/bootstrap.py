@@ -25,7 +25,8 @@ from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
-from application.connections import ConnectionDirectory, EndpointFactory, internal_id
+from application.connection_directory import ConnectionDirectory, internal_id
+from application.endpoints import EndpointFactory
 from application.fresh_job_index import FreshJobIndex
 from application.ports.clock import Clock, IdGenerator
 from application.ports.connection_repository import ConnectionRepository

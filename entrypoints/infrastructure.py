@@ -14,7 +14,7 @@ from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
-from adapters.sql.connections import SqlaConnectionRepository
+from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
 from adapters.storage.filesystem import FilesystemResultStorage

@@ -16,7 +16,8 @@ from application.commands.remove_connection import RemoveConnection
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.commands.update_connection import UpdateConnection
-from application.connections import ConnectionDirectory, EndpointFactory
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
 from application.fresh_job_index import FreshJobIndex
 from application.policies import emit_events, publish_work_orders
 from application.policies.emit_events import EmitJobEvents
@@ -41,8 +42,9 @@ from application.ports.messaging import (
 from application.ports.rate_limiter import RateLimiter
 from application.ports.schema_cache import SchemaCache
 from application.queries.connection_schema import GetConnectionSchema
-from application.queries.connections import GetConnection, ListConnections
+from application.queries.get_connection import GetConnection
 from application.queries.get_job import GetJob, GetJobHistory
+from application.queries.list_connections import ListConnections
 from application.queries.unassigned_connections import ListUnassignedConnections
 from application.queries.validate_schema import ValidateSchema
 from domain.connection import DatabaseType

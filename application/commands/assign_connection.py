@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass, replace
 from uuid import UUID
 
-from application.connections import needs_reseal, reseal
+from application.credential_rotation import needs_reseal, reseal
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher

@@ -9,8 +9,9 @@ import time
 from dataclasses import dataclass
 from uuid import UUID
 
-from application.connections import ConnectionDirectory, ConnectionTestFailed, EndpointFactory
-from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
+from application.errors import ConnectionTestFailed, DatasourceError, ForbiddenHost, InvalidSslMode
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.rate_limiter import RateLimiter
 from domain import error_catalogue as catalogue

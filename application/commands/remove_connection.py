@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-from application.connections import ConnectionInUse
+from application.errors import ConnectionInUse
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.job_index import JobIndex

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from application.connections import ConnectionDirectory, EndpointFactory
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
 from application.extraction_plan import ExtractionError, build_reads
 from application.ports.clock import Clock, IdGenerator

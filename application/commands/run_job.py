@@ -11,7 +11,8 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
-from application.connections import ConnectionDirectory, EndpointFactory
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
 from application.errors import CredentialKeyMissing, StorageError
 from application.extraction_plan import DatasourcePlan, ExtractionError, plan_datasource
 from application.ports.clock import Clock

@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from uuid import UUID
 
 from application.commands.register_connection import ALL_TYPES, sealed_ssl
-from application.connections import ConnectionInUse, reseal
+from application.credential_rotation import reseal
+from application.errors import ConnectionInUse
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.credential_cipher import CredentialCipher

@@ -6,13 +6,15 @@ import logging
 from dataclasses import dataclass
 from uuid import UUID
 
-from application.connections import (
-    ConnectionDirectory,
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
+from application.errors import (
     ConnectionTestFailed,
-    EndpointFactory,
+    DatasourceError,
+    ForbiddenHost,
+    InvalidSslMode,
     SchemaRetrievalFailed,
 )
-from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection
 from domain.errors import EntityNotFound

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionRepository
-from application.queries.connections import ListFilter, stored_query
+from application.queries.list_connections import ListFilter, stored_query
 
 
 @dataclass(slots=True)

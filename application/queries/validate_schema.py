@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from dataclasses import field as attribute
 from enum import Enum
 
-from application.connections import ConnectionDirectory, EndpointFactory
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
 from application.errors import ForbiddenHost
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.schema_cache import SchemaCache, SchemaKey

@@ -20,9 +20,9 @@ from entrypoints.http.auth import (
     HttpSecurity,
     provide_identity,
 )
-from entrypoints.http.connections import ConnectionController
+from entrypoints.http.connection_routes import ConnectionController
 from entrypoints.http.errors import EXCEPTION_HANDLERS
-from entrypoints.http.jobs import JobController
+from entrypoints.http.job_routes import JobController
 from entrypoints.http.ops import health, readyz, version
 from entrypoints.roles import ApiServices
 

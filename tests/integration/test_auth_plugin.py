@@ -19,7 +19,7 @@ from adapters.auth.keys import ASYMMETRIC_ALGORITHMS, JwksKeySource
 from adapters.auth.plugin import EDITOR_SUBJECT, PluginAuthorizer
 from entrypoints.http.auth import HttpSecurity
 from tests.integration.auth_servers import AuthorizeServer, LocalIdentityProvider, new_key
-from tests.integration.connections_app import in_loop_client
+from tests.integration.connection_api import in_loop_client
 from tests.integration.test_auth_routes import BASE, CONNECTION, PRODUCT, bearer, build_app
 from tests.unit.application.conftest import app  # noqa: F401  (fixture)
 

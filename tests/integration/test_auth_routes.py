@@ -34,7 +34,7 @@ from tests.integration.auth_servers import (
     new_key,
     unsigned_token,
 )
-from tests.integration.connections_app import in_loop_client
+from tests.integration.connection_api import in_loop_client
 from tests.unit.application.conftest import app  # noqa: F401  (fixture)
 from tests.unit.application.connection_kit import make_kit
 

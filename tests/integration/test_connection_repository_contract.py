@@ -16,13 +16,13 @@ from sqlalchemy import column, select, text
 
 from adapters.common.postgres import PostgresAddress
 from adapters.memory.connection_repository import InMemoryConnectionRepository
-from adapters.sql.connections import SqlaConnectionRepository
+from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.tables import create_engine_for
 from application.ports.connection_repository import ConnectionQuery
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound, Unavailable
 from tests.integration.conftest import fresh_pg_database
-from tests.integration.connections_app import repository_from_url
+from tests.integration.connection_api import repository_from_url
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pymysql
 import pytest
 
 from tests.integration.conftest import require_listening
-from tests.integration.connections_app import Api, connections_api
+from tests.integration.connection_api import Api, connections_api
 
 pytestmark = pytest.mark.integration
 

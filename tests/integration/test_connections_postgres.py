@@ -17,7 +17,7 @@ import pytest
 
 from adapters.crypto.keys import KeyRing
 from application.commands.assign_connection import AssignConnection
-from application.connections import internal_id
+from application.connection_directory import internal_id
 from domain.connection import Connection
 from domain.errors import FetcherError
 from entrypoints.bootstrap import bootstrap
@@ -25,7 +25,7 @@ from entrypoints.http.app import create_app
 from entrypoints.roles import Role
 from entrypoints.settings import Settings
 from tests.integration.conftest import fresh_pg_database
-from tests.integration.connections_app import (
+from tests.integration.connection_api import (
     MASTER_KEY,
     Api,
     connections_api,

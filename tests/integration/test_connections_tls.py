@@ -36,7 +36,7 @@ from cryptography.x509.oid import NameOID
 
 from adapters.crypto.keys import KeyRing
 from adapters.crypto.sealing import open_result
-from tests.integration.connections_app import MASTER_KEY, Api, connections_api
+from tests.integration.connection_api import MASTER_KEY, Api, connections_api
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 
 from domain.connection import Connection
 from tests.integration.conftest import fresh_pg_database
-from tests.integration.connections_app import Api, connections_api
+from tests.integration.connection_api import Api, connections_api
 
 pytestmark = pytest.mark.integration
 

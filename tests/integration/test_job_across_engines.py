@@ -32,7 +32,8 @@ from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.result_storage import InMemoryResultStorage
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
-from application.connections import ConnectionDirectory, EndpointFactory
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.messaging import Settlement
 from domain.connection import Connection, DatabaseType, Endpoint

@@ -24,7 +24,7 @@ from domain.connection import Connection, DatabaseType
 from entrypoints.http.app import create_app
 from entrypoints.http.list_params import MAX_METADATA_FILTERS, MAX_QUERY_PARAMETERS
 from tests.integration.conftest import fresh_pg_database
-from tests.integration.connections_app import Api, connections_api
+from tests.integration.connection_api import Api, connections_api
 
 pytestmark = pytest.mark.integration
 

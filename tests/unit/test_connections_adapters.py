@@ -13,7 +13,7 @@ from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard, is_blocked_address, system_resolver
-from application.connections import TrustedEndpoint
+from application.endpoints import TrustedEndpoint
 from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenHost
 from application.ports.schema_cache import SchemaKey
 from domain.connection import DatabaseType, Endpoint

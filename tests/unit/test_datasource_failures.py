@@ -13,8 +13,12 @@ import pytest
 from adapters.datasources.common.failures import connect_failure
 from adapters.datasources.mysql.connection import unavailable as mysql_unavailable
 from adapters.datasources.postgres.connection import unavailable as postgres_unavailable
-from application.connections import ConnectionTestFailed
-from application.errors import ConnectFailure, DatasourceQueryFailed, DatasourceUnavailable
+from application.errors import (
+    ConnectFailure,
+    ConnectionTestFailed,
+    DatasourceQueryFailed,
+    DatasourceUnavailable,
+)
 
 CONNECT_FAILED = (
     "The adapter failed to connect to the target data source. Check credentials and network access."

@@ -9,7 +9,8 @@ from typing import Any
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
-from application.connections import ConnectionDirectory, EndpointFactory
+from application.connection_directory import ConnectionDirectory
+from application.endpoints import EndpointFactory
 from application.ports.credential_cipher import CredentialCipher
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.host_guard import HostGuard

@@ -10,7 +10,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from adapters.security.host_guard import NetworkHostGuard
-from application.connections import internal_id
+from application.connection_directory import internal_id
 from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenHost
 from domain.connection import Connection, DatabaseType, InternalCredentials
 from domain.connection_input import ConnectionInput, SslInput

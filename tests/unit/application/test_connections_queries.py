@@ -9,9 +9,9 @@ from uuid import uuid4
 import pytest
 
 from adapters.memory.datasource_reader import MemoryTable
-from application.connections import internal_id
+from application.connection_directory import internal_id
 from application.errors import DatasourceError, DatasourceUnavailable, ForbiddenHost
-from application.queries.connections import ListFilter, date_window
+from application.queries.list_connections import ListFilter, date_window
 from domain.connection import Connection, DatabaseType
 from domain.connection_input import ConnectionInput
 from domain.errors import FetcherError

@@ -11,7 +11,7 @@ import pytest
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
 from application.commands.request_job import RequestJob
-from application.connections import EndpointFactory
+from application.endpoints import EndpointFactory
 from application.errors import CredentialKeyMissing
 from domain.connection_input import ConnectionInput, SslInput
 from tests.unit.application.conftest import MASTER_KEY

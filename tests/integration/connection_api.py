@@ -20,7 +20,7 @@ from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.messaging import RecordingWorkConsumer, RecordingWorkQueue
 from adapters.memory.result_storage import InMemoryResultStorage
-from adapters.sql.connections import SqlaConnectionRepository
+from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.tables import create_engine_for
 from application.commands.run_job import RunJob, RunLimits
 from application.ports.datasource_reader import DatasourceReader

@@ -22,7 +22,7 @@ from entrypoints.http.guards import (
     can_patch_connections,
     can_post_connections,
 )
-from entrypoints.http.jobs import parse_id
+from entrypoints.http.job_routes import parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.schemas import (
     ConnectionBody,

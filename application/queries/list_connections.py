@@ -1,4 +1,4 @@
-"""Reading connections: one by id, or a page of them within a creation-date window."""
+"""Listing connections: a page of them within a creation-date window."""
 
 from __future__ import annotations
 
@@ -6,14 +6,12 @@ import calendar
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from uuid import UUID
 
-from application.connections import ConnectionDirectory
+from application.connection_directory import ConnectionDirectory
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionQuery
 from domain import error_catalogue as catalogue
-from domain.connection import Connection
-from domain.errors import EntityNotFound, InvalidRequest
+from domain.errors import InvalidRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,20 +80,6 @@ def stored_query(
         metadata=dict(wanted.metadata),
         unassigned=unassigned,
     )
-
-
-@dataclass(slots=True)
-class GetConnection:
-    """An internal datasource by its deterministic id, else a stored connection (no product
-    scoping, as in the reference); 404 FET-1001 otherwise."""
-
-    directory: ConnectionDirectory
-
-    async def __call__(self, connection_id: UUID) -> Connection:
-        found = await self.directory.by_id(connection_id)
-        if found is None:
-            raise EntityNotFound("connection")
-        return found
 
 
 @dataclass(slots=True)

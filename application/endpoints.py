@@ -1,0 +1,61 @@
+"""Turning a connection into the endpoint a datasource adapter dials, opening its sealed
+credentials."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from application.ports.credential_cipher import CredentialCipher
+from domain.connection import Connection, Endpoint, InternalCredentials
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedEndpoint(Endpoint):
+    """An endpoint the operator configured (an internal datasource): exempt from the SSRF
+    guard, since internal databases legitimately live on private networks."""
+
+
+@dataclass(slots=True)
+class EndpointFactory:
+    """Opens sealed credentials to build what a datasource adapter dials; an internal
+    datasource brings its own, in plaintext.
+
+    Raises ``CredentialKeyMissing`` (naming the key version) when a secret was sealed under a
+    key version that is no longer configured.
+    """
+
+    cipher: CredentialCipher
+
+    def endpoint(self, connection: Connection) -> Endpoint:
+        ssl_settings = connection.ssl
+        if connection.internal:
+            secrets = connection.internal_credentials or InternalCredentials()
+            return TrustedEndpoint(
+                type=connection.type,
+                host=connection.host,
+                port=connection.port,
+                database_name=connection.database_name,
+                user_name=connection.user_name,
+                password=secrets.password,
+                schema=connection.schema,
+                ssl_mode=ssl_settings.mode if ssl_settings else "",
+                ssl_ca=secrets.ssl_ca,
+                ssl_cert=secrets.ssl_cert,
+                ssl_key=secrets.ssl_key,
+                options=dict(connection.metadata),
+            )
+        open_ = self.cipher.open
+        return Endpoint(
+            type=connection.type,
+            host=connection.host,
+            port=connection.port,
+            database_name=connection.database_name,
+            user_name=connection.user_name,
+            password=open_(connection.password) if connection.password else "",
+            schema=connection.schema,
+            ssl_mode=ssl_settings.mode if ssl_settings else "",
+            ssl_ca=open_(ssl_settings.ca) if ssl_settings and ssl_settings.ca else None,
+            ssl_cert=open_(ssl_settings.cert) if ssl_settings and ssl_settings.cert else None,
+            ssl_key=open_(ssl_settings.key) if ssl_settings and ssl_settings.key else None,
+            options=dict(connection.metadata),
+        )
