@@ -40,15 +40,26 @@ class WrittenResult:
     hmac: str
 
 
+@dataclass(slots=True)
+class ResultProgress:
+    """Rows and plaintext bytes written so far (across every datasource, spooled ones too);
+    read while the job runs to report its progress."""
+
+    rows: int = 0
+    bytes: int = 0
+
+    def reset(self) -> None:
+        self.rows = self.bytes = 0
+
+
 class _Budget:
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, progress: ResultProgress) -> None:
         self.max_bytes = max_bytes
-        self.used = 0
-        self.rows = 0
+        self.progress = progress
 
     def spend(self, n: int) -> None:
-        self.used += n
-        if self.used > self.max_bytes:
+        self.progress.bytes += n
+        if self.progress.bytes > self.max_bytes:
             raise ResultTooLarge()
 
 
@@ -88,7 +99,7 @@ async def _stream_datasource(
             else:
                 await emit(b",")
             await emit(chunk.data)
-            budget.rows += chunk.rows
+            budget.progress.rows += chunk.rows
     except DatasourceError as error:
         message = (
             "failed to connect to datasource"
@@ -127,9 +138,14 @@ async def write_result(
     upload: ResultUpload,
     max_bytes: int,
     parallelism: int = 4,
+    progress: ResultProgress | None = None,
 ) -> WrittenResult:
-    """Extracts every plan (fail-fast) into ``upload``. The caller commits or aborts it."""
-    budget = _Budget(max_bytes)
+    """Extracts every plan (fail-fast) into ``upload``. The caller commits or aborts it.
+    ``progress`` is reset, then counts rows and bytes as they flow."""
+    if progress is None:
+        progress = ResultProgress()
+    progress.reset()
+    budget = _Budget(max_bytes, progress)
     stream = sealer.start()
     output = _SealedOutput(stream, upload, budget)
     ordered = sorted(plans, key=lambda p: p.config_name)
@@ -162,5 +178,5 @@ async def write_result(
         for spool in spools:
             spool.close()
     return WrittenResult(
-        size_bytes=stream.plaintext_size, row_count=budget.rows, hmac=stream.hmac_hex
+        size_bytes=stream.plaintext_size, row_count=progress.rows, hmac=stream.hmac_hex
     )

@@ -48,6 +48,10 @@ class JobEvent(DomainEvent):
 class JobRequested(JobEvent):
     request: dict[str, Any]
     request_hash: str
+    request_id: str = ""
+    """The HTTP request's id (``X-Request-Id``); not part of the request hash."""
+    trace_context: dict[str, str] | None = None
+    """W3C trace headers of the request's span, so later work joins its trace."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ class Job:
     finished_at: datetime | None = None
     error: str | None = None
     execution_time_ms: int | None = None
+    request_id: str = ""
+    trace_context: Mapping[str, str] | None = None
 
     @property
     def status(self) -> str:
@@ -154,13 +160,22 @@ def _next(job: Job, event_type: type[JobEvent], now: datetime, **facts: Any) -> 
 # Commands: check invariants, return the new event.
 
 
-def request_job(job_id: UUID, request: ExtractionRequest, now: datetime) -> JobRequested:
+def request_job(
+    job_id: UUID,
+    request: ExtractionRequest,
+    now: datetime,
+    *,
+    request_id: str = "",
+    trace_context: Mapping[str, str] | None = None,
+) -> JobRequested:
     return JobRequested(
         originator_id=job_id,
         originator_version=1,
         timestamp=now,
         request=request.to_dict(),
         request_hash=request.request_hash,
+        request_id=request_id,
+        trace_context=dict(trace_context) if trace_context else None,
     )
 
 
@@ -217,6 +232,8 @@ def _(event: JobRequested, job: Job | None) -> Job:
         phase=Phase.REQUESTED,
         request=ExtractionRequest.restore(event.request, event.request_hash),
         created_at=event.timestamp,
+        request_id=event.request_id,
+        trace_context=event.trace_context,
     )
 
 

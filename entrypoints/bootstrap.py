@@ -34,6 +34,7 @@ from application.ports.datasource_reader import DatasourceReader
 from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
+from application.ports.job_progress import JobProgressStore
 from application.ports.messaging import (
     JobEventPublisher,
     WorkConsumer,
@@ -43,6 +44,7 @@ from application.ports.messaging import (
 from application.ports.rate_limiter import RateLimiter
 from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
+from application.ports.tracer import Tracer
 from application.queries.get_job import GetJob, GetJobHistory
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
@@ -72,6 +74,7 @@ from entrypoints.roles import (
     work_handler,
 )
 from entrypoints.settings import Settings, SettingsError
+from entrypoints.tracing import open_tracer
 
 FOLLOWER_POLL_SECONDS = 0.5
 RELAY_POLL_SECONDS = 0.2
@@ -137,6 +140,13 @@ def internal_connection(datasource: InternalDatasource) -> Connection:
     )
 
 
+def progress_store_of(index: JobIndex) -> JobProgressStore | None:
+    """The job index, when it also keeps the progress of running jobs (ours all do)."""
+    if callable(getattr(index, "record", None)) and callable(getattr(index, "progress", None)):
+        return index  # type: ignore[return-value]
+    return None
+
+
 @contextlib.asynccontextmanager
 async def bootstrap(
     settings: Settings,
@@ -158,6 +168,8 @@ async def bootstrap(
     ids: IdGenerator | None = None,
     worker_id: str | None = None,
     run_limits: RunLimits | None = None,
+    tracer: Tracer | None = None,
+    job_progress: JobProgressStore | None = None,
 ) -> AsyncIterator[Fetcher]:
     """Opens what ``roles`` need from ``settings``, wires those roles, closes it all at exit.
 
@@ -166,10 +178,15 @@ async def bootstrap(
     guard its own dials); a given ``host_guard`` turns the SSRF guard on; ``work_consumer``
     builds the consumer around the worker's handler. Bootstrap closes only what it opened.
     ``roles`` also decides what is opened at all: the relay opens no result storage, the API
-    alone no work queue.
+    alone no work queue. Without a ``tracer``, one is opened from the tracing settings (none
+    when tracing is off); ``job_progress`` defaults to the job index when it keeps progress.
     """
     roles = frozenset(roles)
     async with contextlib.AsyncExitStack() as stack:
+        if tracer is None:
+            tracer = await stack.enter_async_context(
+                open_tracer(settings.tracing, roles, version=settings.version)
+            )
         ring = load_key_ring(settings) if key_ring is None else key_ring
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         if clock is None:
@@ -179,6 +196,8 @@ async def bootstrap(
         repository, index = await stack.enter_async_context(
             open_sql_adapters(settings, connections, job_index)
         )
+        if job_progress is None:
+            job_progress = progress_store_of(index)
         await declare_broker_topology(settings)
         if storage is None and roles & {Role.API, Role.WORKER}:
             storage = await stack.enter_async_context(open_result_storage(settings))
@@ -217,6 +236,7 @@ async def bootstrap(
                 clock,
                 poll_interval=FOLLOWER_POLL_SECONDS if Role.API in roles else RELAY_POLL_SECONDS,
                 queue_is_volatile=isinstance(work_queue, InProcessWorkQueue),
+                tracer=tracer,
             )
 
         worker: Worker | None = None
@@ -235,6 +255,8 @@ async def bootstrap(
                 if worker_id is None
                 else worker_id,
                 limits=run_limits_from(settings) if run_limits is None else run_limits,
+                tracer=tracer,
+                progress=job_progress,
             )
             # In one process, a finished job wakes the emitter at once.
             handler = work_handler(run_job, after=relay.emitter.wake.set if relay else None)
@@ -270,9 +292,16 @@ async def bootstrap(
                 ids = Uuid7Generator()
             api = ApiServices(
                 request_job=RequestJob(
-                    store, directory, endpoints, reader, clock, ids, schemas=schema_cache
+                    store,
+                    directory,
+                    endpoints,
+                    reader,
+                    clock,
+                    ids,
+                    schemas=schema_cache,
+                    tracer=tracer,
                 ),
-                get_job=GetJob(store),
+                get_job=GetJob(store, progress=job_progress),
                 get_job_history=GetJobHistory(store),
                 connections=connection_services(
                     directory=directory,
@@ -292,5 +321,6 @@ async def bootstrap(
                 version=settings.version,
                 # In one process, a recorded job wakes the dispatcher at once.
                 on_job_recorded=relay.dispatcher.wake.set if relay else no_op,
+                tracer=tracer,
             )
         yield Fetcher(api=api, worker=worker, relay=relay)

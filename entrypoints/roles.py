@@ -41,6 +41,7 @@ from application.ports.messaging import (
 )
 from application.ports.rate_limiter import RateLimiter
 from application.ports.schema_cache import SchemaCache
+from application.ports.tracer import NO_TRACER, Tracer
 from application.queries.connection_schema import GetConnectionSchema
 from application.queries.get_connection import GetConnection
 from application.queries.get_job import GetJob, GetJobHistory
@@ -100,6 +101,8 @@ class ApiServices:
     version: str = "0.0.0"
     on_job_recorded: Callable[[], None] = no_op
     """Called after a new job was recorded (wakes a dispatcher running in the same process)."""
+    tracer: Tracer = NO_TRACER
+    """The process's tracer; the HTTP layer traces requests with it too."""
 
 
 @dataclass(slots=True)
@@ -209,7 +212,9 @@ def work_handler(run_job: RunJob, after: Callable[[], None] | None = None) -> Wo
     """The worker's handler: runs the ordered job, then calls ``after``."""
 
     async def handle(order: WorkOrder) -> Settlement:
-        settlement = await run_job(order.job_id)
+        settlement = await run_job(
+            order.job_id, request_id=order.request_id, trace_context=order.trace_context
+        )
         if after is not None:
             after()
         return settlement
@@ -236,6 +241,7 @@ def build_relay(
     *,
     poll_interval: float,
     queue_is_volatile: bool = False,
+    tracer: Tracer = NO_TRACER,
 ) -> Relay:
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
     loses what it holds when the process stops, so pending jobs are queued again at start."""
@@ -243,13 +249,13 @@ def build_relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
             store=store,
-            handle=PublishWorkOrders(store, queue, clock),
+            handle=PublishWorkOrders(store, queue, clock, tracer=tracer),
             poll_interval=poll_interval,
         ),
         emitter=LogFollower(
             name=emit_events.FOLLOWER_NAME,
             store=store,
-            handle=EmitJobEvents(store, publisher),
+            handle=EmitJobEvents(store, publisher, tracer=tracer),
             poll_interval=poll_interval,
         ),
         projection=ProjectionFollower(

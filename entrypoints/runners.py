@@ -67,6 +67,7 @@ def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
         host=settings.http.host,
         port=settings.http.port,
         log_level="warning",
+        log_config=None,  # uvicorn's lines go through the service's own log handler
         access_log=False,
         lifespan="on",
         http=DeadlineH11Protocol.with_timeouts(

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from adapters.common.postgres import PostgresAddress
 from entrypoints.connection_settings import ConnectionSettings, ConnectionSettingsError
+from entrypoints.observability_settings import ObservabilitySettingsError, TracingSettings
 
 
 class SettingsError(Exception):
@@ -409,6 +410,7 @@ class Settings:
     version: str
     connections: ConnectionSettings = field(default_factory=ConnectionSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    tracing: TracingSettings = field(default_factory=TracingSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -425,6 +427,7 @@ class Settings:
             version=env.get("VERSION", "").strip() or "0.0.0",
             connections=_connection_settings(env),
             security=SecuritySettings.from_env(env),
+            tracing=_tracing_settings(env),
         )
 
 
@@ -432,4 +435,11 @@ def _connection_settings(env: Mapping[str, str]) -> ConnectionSettings:
     try:
         return ConnectionSettings.from_env(env, ssrf_guard=_bool(env, "FETCHER_SSRF_GUARD"))
     except ConnectionSettingsError as error:
+        raise SettingsError(str(error)) from None
+
+
+def _tracing_settings(env: Mapping[str, str]) -> TracingSettings:
+    try:
+        return TracingSettings.from_env(env)
+    except ObservabilitySettingsError as error:
         raise SettingsError(str(error)) from None

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from uuid import UUID
 
 from application.job_summaries import summarise
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
+from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
 
 
-class InMemoryJobIndex(JobIndex):
+class InMemoryJobIndex(JobIndex, JobProgressStore):
     def __init__(self) -> None:
         self.jobs: dict[object, JobSummary] = {}
+        self.reports: dict[UUID, JobProgress] = {}
         self._position = 0
         self.unavailable = False
 
@@ -30,6 +33,8 @@ class InMemoryJobIndex(JobIndex):
             summary = summarise(self.jobs.get(job_id), item.event)
             if summary is not None:
                 self.jobs[job_id] = summary
+                if summary.status in ("completed", "failed"):
+                    self.reports.pop(job_id, None)
             self._position = item.notification_id
 
     async def position(self) -> int:
@@ -57,3 +62,11 @@ class InMemoryJobIndex(JobIndex):
 
     async def check(self) -> None:
         self._check()
+
+    async def record(self, progress: JobProgress) -> None:
+        self._check()
+        self.reports[progress.job_id] = progress
+
+    async def progress(self, job_id: UUID) -> JobProgress | None:
+        self._check()
+        return self.reports.get(job_id)

@@ -17,6 +17,7 @@ from cloudevents.core.v1.event import CloudEvent
 from adapters.messaging.envelope import SINGLE_TENANT, OutgoingMessage, header_text
 from application.ports.messaging import JobNotification
 from application.ports.signer import MessageSigner
+from application.ports.tracer import trace_headers
 from application.timefmt import rfc3339nano
 
 JOB_STATUSES = frozenset({"completed", "failed"})
@@ -70,6 +71,7 @@ def job_event_message(
     headers["X-Tenant-ID"] = SINGLE_TENANT
     headers["X-Request-Id"] = notification.request_id or str(uuid4())
     headers["x-retry-count"] = 0
+    headers.update(trace_headers(notification.trace_context))
     headers.update(
         signer.sign(
             tenant=SINGLE_TENANT,

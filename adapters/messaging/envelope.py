@@ -17,8 +17,10 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from application.errors import InvalidSignature
+from application.log_context import log_fields
 from application.ports.messaging import Settlement, WorkHandler, WorkOrder
 from application.ports.signer import MessageSigner
+from application.ports.tracer import TRACE_HEADERS, trace_headers
 from domain.errors import FetcherError
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ def work_message(
         "jobId": str(order.job_id),
         "X-Request-Id": order.request_id or str(uuid4()),
         "x-retry-count": 0,
+        **trace_headers(order.trace_context),
     }
     headers.update(
         signer.sign(tenant="", exchange="", routing_key=queue, body=order.body, timestamp=now)
@@ -94,7 +97,14 @@ def open_work_message(
         job_id = UUID(raw)
     except ValueError as e:
         raise UnreadableMessage("jobId is not a UUID") from e
-    return WorkOrder(job_id=job_id, body=body, request_id=header_text(headers.get("X-Request-Id")))
+    return WorkOrder(
+        job_id=job_id,
+        body=body,
+        request_id=header_text(headers.get("X-Request-Id")),
+        trace_context={
+            name: header_text(headers[name]) for name in TRACE_HEADERS if headers.get(name)
+        },
+    )
 
 
 def _safe_error(error: BaseException) -> str:
@@ -168,6 +178,10 @@ class DeliveryProcessor:
             logger.warning("work message dead-lettered: %s", e)
             return Settlement.DEAD_LETTER
 
+        with log_fields(job_id=str(order.job_id), request_id=order.request_id):
+            return await self._run(order, stopping)
+
+    async def _run(self, order: WorkOrder, stopping: asyncio.Event) -> Settlement:
         try:
             settlement = await self._handler(order)
         except asyncio.CancelledError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from sqlalchemy import (
     BigInteger,
@@ -29,6 +30,7 @@ from adapters.sql.tables import UtcDateTime, create_tables
 from application.job_summaries import summarise
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
+from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
 
 PROJECTION = "job_index"
@@ -54,6 +56,16 @@ job_datasources = Table(
     Index("ix_fetcher_job_datasources_name", "config_name"),
 )
 
+job_progress = Table(
+    "fetcher_job_progress",
+    _metadata,
+    Column("job_id", Uuid, primary_key=True),
+    Column("attempt", Integer, nullable=False),
+    Column("rows", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
 positions = Table(
     "fetcher_projection_positions",
     _metadata,
@@ -62,9 +74,13 @@ positions = Table(
 )
 
 ACTIVE = ("pending", "processing")
+ENDED = ("completed", "failed")
 
 
-class SqlaJobIndex(JobIndex):
+class SqlaJobIndex(JobIndex, JobProgressStore):
+    """The job projection, and the progress of running jobs beside it (dropped once a job
+    ends, in the projection's transaction)."""
+
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
@@ -128,6 +144,9 @@ class SqlaJobIndex(JobIndex):
                     )
             elif before[job_id] != summary:
                 await conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
+        ended = [job_id for job_id, summary in known.items() if summary.status in ENDED]
+        if ended:
+            await conn.execute(delete(job_progress).where(job_progress.c.job_id.in_(ended)))
 
     async def position(self) -> int:
         try:
@@ -177,6 +196,40 @@ class SqlaJobIndex(JobIndex):
 
     async def check(self) -> None:
         await self.position()
+
+    async def record(self, progress: JobProgress) -> None:
+        values = {
+            "attempt": progress.attempt,
+            "rows": progress.rows,
+            "bytes": progress.bytes,
+            "updated_at": progress.updated_at,
+        }
+        try:
+            async with self._engine.begin() as conn:
+                updated = await conn.execute(
+                    update(job_progress)
+                    .where(job_progress.c.job_id == progress.job_id)
+                    .values(**values)
+                )
+                if updated.rowcount == 0:
+                    await conn.execute(
+                        insert(job_progress).values(job_id=progress.job_id, **values)
+                    )
+        except sa_exc.IntegrityError:
+            return  # a report of the same job raced this one in; the next one wins
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+
+    async def progress(self, job_id: UUID) -> JobProgress | None:
+        query = select(job_progress).where(job_progress.c.job_id == job_id)
+        try:
+            async with self._engine.connect() as conn:
+                row = (await conn.execute(query)).first()
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+        if row is None:
+            return None
+        return JobProgress(row.job_id, row.attempt, row.rows, row.bytes, row.updated_at)
 
 
 async def _summaries(conn: AsyncConnection, rows: Sequence[Any]) -> list[JobSummary]:

@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
 from application.extraction_plan import ExtractionError, build_reads
+from application.log_context import bind_log_fields
 from application.ports.clock import Clock, IdGenerator
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
 from application.ports.schema_cache import SchemaCache, SchemaKey
+from application.ports.tracer import NO_TRACER, Tracer
 from domain import dedup
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_source
@@ -65,12 +67,31 @@ class RequestJob:
     schemas: SchemaCache | None = None
     """Schemas already discovered (by validate-schema or a job); when one is known, the request
     is checked against it now instead of failing later as ``job.failed``."""
+    tracer: Tracer = field(default=NO_TRACER)
+    """Its current context is recorded with the job, so the job's later work joins the
+    request's trace."""
 
     async def __call__(
         self,
         mapped_fields: Mapping[str, Any] | None,
         filters: Mapping[str, Any] | None,
         metadata: Mapping[str, Any] | None,
+        *,
+        request_id: str = "",
+    ) -> RequestJobResult:
+        """``request_id`` (the HTTP request's) is recorded with a new job and travels with
+        its work; it is not part of the request hash."""
+        result = await self._request(mapped_fields, filters, metadata, request_id)
+        bind_log_fields(job_id=str(result.job.id))
+        log.info("job.requested" if result.created else "job.duplicate")
+        return result
+
+    async def _request(
+        self,
+        mapped_fields: Mapping[str, Any] | None,
+        filters: Mapping[str, Any] | None,
+        metadata: Mapping[str, Any] | None,
+        request_id: str,
     ) -> RequestJobResult:
         request = ExtractionRequest.create(mapped_fields, filters, metadata)
         slot_id = dedup.slot_id(request.request_hash)
@@ -88,7 +109,13 @@ class RequestJob:
                 if holder is not None and holder.blocks_duplicate(self.clock.now()):
                     return RequestJobResult(holder, created=False)
             now = self.clock.now()
-            requested = request_job(self.ids.new_id(), request, now)
+            requested = request_job(
+                self.ids.new_id(),
+                request,
+                now,
+                request_id=request_id,
+                trace_context=self.tracer.carrier(),
+            )
             try:
                 await self.store.append([requested, dedup.take(slot, requested.originator_id, now)])
             except ConcurrencyConflict:

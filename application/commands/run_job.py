@@ -15,13 +15,17 @@ from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
 from application.errors import CredentialKeyMissing, StorageError
 from application.extraction_plan import DatasourcePlan, ExtractionError, plan_datasource
+from application.log_context import log_fields
 from application.ports.clock import Clock
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
+from application.ports.job_progress import JobProgressStore
 from application.ports.messaging import Settlement
 from application.ports.result_sealer import ResultSealer
 from application.ports.result_storage import ResultStorage
-from application.result_writer import WrittenResult, write_result
+from application.ports.tracer import NO_TRACER, TraceCarrier, Tracer
+from application.progress import PROGRESS_INTERVAL_SECONDS, ProgressReporter
+from application.result_writer import ResultProgress, WrittenResult, write_result
 from application.tasks import first_error
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
@@ -69,7 +73,11 @@ class RunLimits:
 class RunJob:
     """Runs one work order and says how to settle its delivery: ``ACK`` once the job has
     ended (or another worker owns it, or it is unknown), ``REQUEUE`` when its outcome could
-    not be recorded."""
+    not be recorded.
+
+    Every line it logs carries the job's id and request id; its start and end are logged at
+    INFO (rows, bytes, duration), its progress every ``progress_interval`` seconds. Its steps
+    are spans of one ``job.run`` span, joined to the trace the work message carries."""
 
     store: JobEventStore
     directory: ConnectionDirectory
@@ -80,60 +88,90 @@ class RunJob:
     clock: Clock
     worker_id: str
     limits: RunLimits = field(default_factory=RunLimits)
+    tracer: Tracer = field(default=NO_TRACER)
+    progress: JobProgressStore | None = None
+    progress_interval: float = PROGRESS_INTERVAL_SECONDS
 
-    async def __call__(self, job_id: UUID) -> Settlement:
-        job = jobs.fold(await self.store.job_events(job_id))
-        if job is None:
-            log.warning("work order for unknown job %s dropped", job_id)
-            return Settlement.ACK
+    async def __call__(
+        self, job_id: UUID, *, request_id: str = "", trace_context: TraceCarrier | None = None
+    ) -> Settlement:
+        """``request_id`` and ``trace_context`` come with the work message; without them,
+        those recorded with the job are used."""
+        with log_fields(job_id=str(job_id), request_id=request_id):
+            job = jobs.fold(await self.store.job_events(job_id))
+            if job is None:
+                log.warning("job.unknown")
+                return Settlement.ACK
+            with (
+                log_fields(request_id=request_id or job.request_id),
+                self.tracer.span(
+                    "job.run",
+                    parent=trace_context or job.trace_context,
+                    kind="consumer",
+                    attributes={"fetcher.job_id": str(job_id)},
+                ),
+            ):
+                return await self._run(job)
+
+    async def _run(self, job: Job) -> Settlement:
         if job.is_terminal:
             return Settlement.ACK
         try:
-            claimed = jobs.claim(job, self.worker_id, self.clock.now(), self.limits.claim_lease)
-            await self.store.append([claimed])
+            with self.tracer.span("job.claim"):
+                claimed = jobs.claim(job, self.worker_id, self.clock.now(), self.limits.claim_lease)
+                await self.store.append([claimed])
         except (InvalidTransition, ConcurrencyConflict):
-            log.info("job %s is being handled by another worker", job_id)
+            log.info("job.claim.lost", extra={"reason": "handled by another worker"})
             return Settlement.ACK
         job = jobs.apply(claimed, job)
+        log.info("job.started", extra={"attempt": job.attempts, "worker_id": self.worker_id})
         started = time.monotonic()
+        progress = ResultProgress()
+        reporter = ProgressReporter(self.progress, self.clock, self.progress_interval)
         try:
-            written = await self._extract_with_retries(job)
+            async with reporter.reporting(job, progress):
+                written = await self._extract_with_retries(job, progress)
         except FetcherError as error:
-            return await self._record_failure(job, redact(error.message))
+            return await self._record_failure(job, redact(error.message), started, progress)
         except Exception:
-            log.exception("job %s failed unexpectedly", job_id)
-            return await self._record_failure(job, "operation failed: internal error")
-        elapsed_ms = int((time.monotonic() - started) * 1000)
-        return await self._record_success(job, written, elapsed_ms)
+            log.exception("job.error")
+            return await self._record_failure(
+                job, "operation failed: internal error", started, progress
+            )
+        return await self._record_success(job, written, _elapsed_ms(started))
 
-    async def _extract_with_retries(self, job: Job) -> WrittenResult:
+    async def _extract_with_retries(self, job: Job, progress: ResultProgress) -> WrittenResult:
         for attempt in range(1, self.limits.attempts + 1):
             try:
-                return await self._extract(job)
+                return await self._extract(job, progress)
             except (ExtractionError, StorageError) as error:
                 transient = isinstance(error, StorageError) or error.category == "unavailable"
                 if not transient or attempt == self.limits.attempts:
                     raise
-                log.info("job %s attempt %d failed transiently: %s", job.id, attempt, error)
+                log.info("job.retrying", extra={"try": attempt, "error": str(error)})
                 await asyncio.sleep(self.limits.retry_backoff * 2 ** (attempt - 1))
         raise AssertionError("unreachable")
 
-    async def _extract(self, job: Job) -> WrittenResult:
+    async def _extract(self, job: Job, progress: ResultProgress) -> WrittenResult:
         key = RESULT_KEY.format(job_id=job.id)
         try:
             async with asyncio.timeout(self.limits.timeout):
-                plans = await self._plan(job)
+                with self.tracer.span("job.plan"):
+                    plans = await self._plan(job)
                 upload = await self.storage.begin(key)
                 try:
-                    written = await write_result(
-                        plans,
-                        self.reader,
-                        self.sealer,
-                        upload,
-                        self.limits.max_result_bytes,
-                        self.limits.parallelism,
-                    )
-                    await upload.commit()
+                    with self.tracer.span("job.extract"):
+                        written = await write_result(
+                            plans,
+                            self.reader,
+                            self.sealer,
+                            upload,
+                            self.limits.max_result_bytes,
+                            self.limits.parallelism,
+                            progress,
+                        )
+                    with self.tracer.span("job.upload"):
+                        await upload.commit()
                 except BaseException:
                     await asyncio.shield(upload.abort())
                     raise
@@ -183,21 +221,44 @@ class RunJob:
         stored = jobs.store_result(job, self.worker_id, ref, now)
         after = jobs.apply(stored, job)
         completed = jobs.complete(after, self.worker_id, now, max(elapsed_ms, 1))
-        return await self._append(job, [stored, completed])
+        outcome = {
+            "rows": written.row_count,
+            "bytes": written.size_bytes,
+            "duration_ms": elapsed_ms,
+        }
+        return await self._append(job, [stored, completed], "job.completed", outcome)
 
-    async def _record_failure(self, job: Job, message: str) -> Settlement:
-        log.info("job %s failed: %s", job.id, message)
+    async def _record_failure(
+        self, job: Job, message: str, started: float, progress: ResultProgress
+    ) -> Settlement:
         failed = jobs.fail(job, message, self.clock.now(), self.worker_id)
-        return await self._append(job, [failed])
+        outcome = {
+            "error": message,
+            "rows": progress.rows,
+            "bytes": progress.bytes,
+            "duration_ms": _elapsed_ms(started),
+        }
+        return await self._append(job, [failed], "job.failed", outcome)
 
-    async def _append(self, job: Job, events: list[Any]) -> Settlement:
+    async def _append(
+        self, job: Job, events: list[Any], outcome: str, fields: dict[str, Any]
+    ) -> Settlement:
+        """Records the outcome (then logs it as ``outcome`` with ``fields``)."""
         for attempt in range(self.limits.attempts):
             try:
-                await self.store.append(events)
-                return Settlement.ACK
+                with self.tracer.span("job.record"):
+                    await self.store.append(events)
             except ConcurrencyConflict:
-                log.warning("job %s changed under this worker; outcome dropped", job.id)
+                log.warning("job.outcome.dropped", extra={"reason": "job changed under worker"})
                 return Settlement.ACK
             except Unavailable:
                 await asyncio.sleep(self.limits.retry_backoff * 2**attempt)
+                continue
+            log.info(outcome, extra=fields)
+            return Settlement.ACK
+        log.warning("job.outcome.unrecorded", extra={"outcome": outcome})
         return Settlement.REQUEUE
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, field
 
+from application.errors import PublishFailed
+from application.log_context import log_fields
 from application.policies.messages import notification_body
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.messaging import JobEventPublisher, JobNotification
+from application.ports.tracer import NO_TRACER, Tracer
 from domain import job as jobs
 from domain.job import JobCompleted, JobFailed
 
 FOLLOWER_NAME = "emitter"
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(slots=True)
 class EmitJobEvents:
+    """Publishes the event with the request's id, in a ``job.publish`` span joined to the
+    request's trace (its context travels in the event's headers)."""
+
     store: JobEventStore
     publisher: JobEventPublisher
+    tracer: Tracer = field(default=NO_TRACER)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
@@ -30,11 +40,26 @@ class EmitJobEvents:
         job = jobs.fold(history)
         if job is None:
             raise LookupError(f"job {event.originator_id} has no history")
-        await self.publisher.publish(
-            JobNotification(
+        with (
+            log_fields(job_id=str(job.id), request_id=job.request_id),
+            self.tracer.span(
+                "job.publish",
+                parent=job.trace_context,
+                kind="producer",
+                attributes={"fetcher.job_id": str(job.id), "fetcher.job_status": job.status},
+            ),
+        ):
+            notification = JobNotification(
                 job_id=job.id,
                 status=job.status,
                 body=notification_body(job),
                 time=event.timestamp,
+                request_id=job.request_id,
+                trace_context=self.tracer.carrier(),
             )
-        )
+            try:
+                await self.publisher.publish(notification)
+            except PublishFailed as error:
+                log.warning("job.event.retrying", extra={"status": job.status, "error": str(error)})
+                raise
+            log.info("job.event.published", extra={"status": job.status})

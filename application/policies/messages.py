@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from application.ports.messaging import WorkOrder
+from application.ports.tracer import TraceCarrier, trace_headers
 from application.timefmt import rfc3339nano
 from domain import gojson
 from domain.job import Job, Phase
@@ -20,6 +22,17 @@ def work_order_body(job: Job) -> bytes:
     if job.request.filters:
         body["filters"] = thaw(job.request.filters)
     return gojson.encode(body).encode("utf-8")
+
+
+def work_order(job: Job, trace_context: TraceCarrier | None = None) -> WorkOrder:
+    """The work order of ``job``: its message body, the id of the request that asked for it,
+    and ``trace_context`` (by default the one recorded with the request)."""
+    return WorkOrder(
+        job_id=job.id,
+        body=work_order_body(job),
+        request_id=job.request_id,
+        trace_context=trace_headers(job.trace_context if trace_context is None else trace_context),
+    )
 
 
 def notification_body(job: Job) -> bytes:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from application.errors import PublishFailed
-from application.policies.messages import work_order_body
+from application.log_context import log_fields
+from application.policies.messages import work_order
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore, LoggedEvent
-from application.ports.messaging import WorkOrder, WorkQueue
+from application.ports.messaging import WorkQueue
+from application.ports.tracer import NO_TRACER, Tracer
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, InvalidTransition
-from domain.job import JobRequested
+from domain.job import Job, JobRequested
 
 FOLLOWER_NAME = "dispatcher"
 """The follower's tracked position is stored under this name: never change it."""
@@ -25,12 +27,16 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class PublishWorkOrders:
     """Publishes the work order; a publish that keeps failing is retried by the follower until
-    ``deadline`` after the request, then the job fails (and ``job.failed`` is emitted)."""
+    ``deadline`` after the request, then the job fails (and ``job.failed`` is emitted).
+
+    The order carries the request's id and, in a ``job.dispatch`` span joined to the request's
+    trace, the trace context the worker continues."""
 
     store: JobEventStore
     queue: WorkQueue
     clock: Clock
     deadline: timedelta = timedelta(minutes=10)
+    tracer: Tracer = field(default=NO_TRACER)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
@@ -39,14 +45,27 @@ class PublishWorkOrders:
         job = jobs.fold(await self.store.job_events(event.originator_id))
         if job is None or job.is_terminal or job.version > 1:
             return
+        with log_fields(job_id=str(job.id), request_id=job.request_id):
+            await self._dispatch(job)
+
+    async def _dispatch(self, job: Job) -> None:
         try:
-            await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
-        except PublishFailed:
+            with self.tracer.span(
+                "job.dispatch",
+                parent=job.trace_context,
+                kind="producer",
+                attributes={"fetcher.job_id": str(job.id)},
+            ):
+                await self.queue.publish(work_order(job, self.tracer.carrier()))
+        except PublishFailed as error:
             now = self.clock.now()
             if now - job.created_at < self.deadline:
+                log.warning("job.dispatch.retrying", extra={"error": str(error)})
                 raise
-            log.warning("job %s could not be dispatched before its deadline", job.id)
+            log.warning("job.dispatch.failed", extra={"error": str(error)})
             try:
                 await self.store.append([jobs.fail(job, DISPATCH_FAILED, now)])
             except (ConcurrencyConflict, InvalidTransition):
                 return
+            return
+        log.info("job.dispatched")

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from application.policies.messages import work_order_body
+from application.log_context import log_fields
+from application.policies.messages import work_order
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
-from application.ports.messaging import WorkOrder, WorkQueue
+from application.ports.messaging import WorkQueue
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, InvalidTransition
 from domain.job import Phase
@@ -45,23 +46,27 @@ class ReapJobs:
             if job is None or job.is_terminal:
                 continue
             try:
-                if job.phase is Phase.REQUESTED:
-                    minutes = int(self.pending_timeout.total_seconds() // 60)
-                    await self._fail(job, f"job was not picked up within {minutes} minutes", now)
-                elif job.lease_expired(now) and job.attempts >= self.max_attempts:
-                    await self._fail(
-                        job, f"job abandoned: its worker stopped after {job.attempts} attempts", now
-                    )
-                elif job.lease_expired(now) and self._due(job.id, now):
-                    await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
-                    self._redispatched[job.id] = now
-                    log.info("job %s: lease expired, dispatched again", job.id)
-                else:
-                    continue
-                acted += 1
+                with log_fields(job_id=str(job.id), request_id=job.request_id):
+                    acted += await self._reap(job, now)
             except (ConcurrencyConflict, InvalidTransition):
                 continue
         return acted
+
+    async def _reap(self, job: jobs.Job, now: datetime) -> int:
+        if job.phase is Phase.REQUESTED:
+            minutes = int(self.pending_timeout.total_seconds() // 60)
+            await self._fail(job, f"job was not picked up within {minutes} minutes", now)
+        elif job.lease_expired(now) and job.attempts >= self.max_attempts:
+            await self._fail(
+                job, f"job abandoned: its worker stopped after {job.attempts} attempts", now
+            )
+        elif job.lease_expired(now) and self._due(job.id, now):
+            await self.queue.publish(work_order(job))
+            self._redispatched[job.id] = now
+            log.info("job.redispatched", extra={"reason": "lease expired"})
+        else:
+            return 0
+        return 1
 
     def _forget_redispatches_before(self, moment: datetime) -> None:
         """Older entries no longer hold a job back (``_due`` is true for them anyway), so the
@@ -75,4 +80,4 @@ class ReapJobs:
 
     async def _fail(self, job: jobs.Job, message: str, now: datetime) -> None:
         await self.store.append([jobs.fail(job, message, now)])
-        log.info("job %s failed by the reaper: %s", job.id, message)
+        log.info("job.reaped", extra={"error": message})

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from application.policies.messages import work_order_body
+from application.policies.messages import work_order
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
-from application.ports.messaging import WorkOrder, WorkQueue
+from application.ports.messaging import WorkQueue
 from domain import job as jobs
 
 
@@ -34,6 +34,6 @@ class RequeuePending:
             job = jobs.fold(await self.store.job_events(summary.job_id))
             if job is None or job.is_terminal:
                 continue
-            await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
+            await self.queue.publish(work_order(job))
             requeued += 1
         return requeued

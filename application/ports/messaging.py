@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Protocol
@@ -15,6 +15,9 @@ class WorkOrder:
     job_id: UUID
     body: bytes
     request_id: str = ""
+    """The ``X-Request-Id`` header: the id of the HTTP request that asked for the job."""
+    trace_context: dict[str, str] = field(default_factory=dict)
+    """The W3C trace headers (``traceparent``, ``tracestate``) the message carries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,7 @@ class JobNotification:
     body: bytes
     time: datetime
     request_id: str = ""
+    trace_context: dict[str, str] = field(default_factory=dict)
 
 
 class WorkQueue(Protocol):

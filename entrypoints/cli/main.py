@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from entrypoints.cli.tools import add_tool_commands
+from entrypoints.logs import configure_logging
+from entrypoints.observability_settings import LogSettings, ObservabilitySettingsError
 from entrypoints.settings import Settings, SettingsError
 
 Role = Callable[[Settings], Coroutine[Any, Any, None]]
@@ -52,11 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     args = build_parser().parse_args(argv)
+    try:
+        configure_logging(LogSettings.from_env(os.environ))
+    except ObservabilitySettingsError as error:
+        print(f"fetcher: configuration error: {error}", file=sys.stderr)
+        return 2
     code: int = args.func(args)
     return code
 

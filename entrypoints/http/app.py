@@ -12,6 +12,7 @@ from litestar.exceptions import SerializationException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
 
+from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from domain.identity import Identity
 from entrypoints.http.auth import (
     OPEN,
@@ -24,6 +25,7 @@ from entrypoints.http.connection_routes import ConnectionController
 from entrypoints.http.errors import EXCEPTION_HANDLERS
 from entrypoints.http.job_routes import JobController
 from entrypoints.http.ops import health, readyz, version
+from entrypoints.http.request_context import QUIET_PATHS, STATE_KEY, RequestContext, route_name
 from entrypoints.roles import ApiServices
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -52,8 +54,30 @@ def _cors(security: HttpSecurity) -> CORSConfig | None:
     return CORSConfig(
         allow_origins=list(security.cors_origins),
         allow_methods=["GET", "POST", "PATCH", "DELETE"],
-        allow_headers=["Authorization", "Content-Type", "X-Product-Name"],
+        allow_headers=["Authorization", "Content-Type", "X-Product-Name", "X-Request-Id"],
+        expose_headers=["X-Request-Id"],
     )
+
+
+def _tracing_plugins(services: ApiServices) -> list[Any]:
+    """Litestar's OpenTelemetry plugin, when the process traces: a server span per request
+    (probes and scrapes left out), a child of the caller's ``traceparent`` if it sent one."""
+    if not isinstance(services.tracer, OpenTelemetryTracer):
+        return []
+    from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
+
+    def tag_request(span: Any, scope: dict[str, Any]) -> None:
+        request_id = (scope.get("state") or {}).get(STATE_KEY)
+        if request_id:
+            span.set_attribute("fetcher.request_id", request_id)
+
+    config = OpenTelemetryConfig(
+        tracer_provider=services.tracer.provider,
+        scope_span_details_extractor=lambda scope: (route_name(scope), {}),
+        server_request_hook_handler=tag_request,
+        exclude=[QUIET_PATHS.pattern],
+    )
+    return [OpenTelemetryPlugin(config)]
 
 
 def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar:
@@ -69,7 +93,7 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         if security.enabled
         else []
     )
-    return Litestar(
+    app = Litestar(
         route_handlers=[JobController, ConnectionController, health, readyz, version],
         dependencies={
             "services": Provide(provide_services),
@@ -89,4 +113,9 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         request_class=JsonRequest,
         signature_namespace={"ApiServices": ApiServices, "Identity": Identity},
         logging_config=None,
+        plugins=_tracing_plugins(services),
     )
+    # Outermost, around what Litestar built (its router, exception handling, CORS and
+    # tracing), so that every request gets an id and an access-log line, 404s included.
+    app.asgi_handler = RequestContext(app.asgi_handler)
+    return app

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
+from application.ports.job_progress import JobProgress
 from application.queries.get_job import HistoryEntry
 from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
@@ -19,11 +20,13 @@ from domain.request import thaw
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
 from entrypoints.http.guards import can_get_fetcher, can_post_fetcher, can_read_history
+from entrypoints.http.request_context import request_id_of
 from entrypoints.http.schemas import (
     FetcherRequest,
     JobAccepted,
     JobHistory,
     JobHistoryEntry,
+    JobProgressView,
     JobView,
 )
 from entrypoints.roles import ApiServices
@@ -36,7 +39,7 @@ def parse_id(raw: str, what: str) -> UUID:
         raise InvalidRequest(f"invalid {what} id", entry=catalogue.INVALID_PATH_PARAMETER) from None
 
 
-def job_view(job: Job) -> JobView:
+def job_view(job: Job, progress: JobProgress | None = None) -> JobView:
     metadata = thaw(job.request.metadata)
     if job.error is not None:
         metadata["error"] = job.error
@@ -51,6 +54,11 @@ def job_view(job: Job) -> JobView:
         requestHash=job.request.request_hash,
         createdAt=rfc3339nano(job.created_at),
         completedAt=rfc3339nano(job.finished_at) if job.finished_at else None,
+        progress=JobProgressView(
+            rows=progress.rows, bytes=progress.bytes, updatedAt=rfc3339nano(progress.updated_at)
+        )
+        if progress is not None
+        else None,
     )
 
 
@@ -90,7 +98,10 @@ class JobController(Controller):
         },
     )
     async def create_job(
-        self, services: NamedDependency[ApiServices], data: JSONBody[FetcherRequest]
+        self,
+        services: NamedDependency[ApiServices],
+        data: JSONBody[FetcherRequest],
+        request: Request[Any, Any, Any],
     ) -> Response[JobAccepted]:
         mapped = data.dataRequest.mappedFields if data.dataRequest else None
         if mapped is None:
@@ -98,7 +109,10 @@ class JobController(Controller):
                 fields={"dataRequest.mappedFields": "dataRequest.mappedFields is a required field"}
             )
         result = await services.request_job(
-            mapped, data.dataRequest.filters if data.dataRequest else None, data.metadata
+            mapped,
+            data.dataRequest.filters if data.dataRequest else None,
+            data.metadata,
+            request_id=request_id_of(request),
         )
         job = result.job
         if result.created:
@@ -126,12 +140,15 @@ class JobController(Controller):
         "/{job_id:str}",
         guards=[can_get_fetcher],
         summary="Read a job, rebuilt from its own events",
+        description="While the job is processing, `progress` shows the rows and bytes "
+        "written so far (reported every few seconds).",
         responses=error_responses(400, 404),
     )
     async def read_job(
         self, services: NamedDependency[ApiServices], job_id: FromPath[str]
     ) -> JobView:
-        return job_view(await services.get_job(parse_id(job_id, "job")))
+        reading = await services.get_job.with_progress(parse_id(job_id, "job"))
+        return job_view(reading.job, reading.progress)
 
     @get(
         "/{job_id:str}/events",

@@ -26,6 +26,14 @@ class JobAccepted(msgspec.Struct):
     message: str
 
 
+class JobProgressView(msgspec.Struct):
+    """Rows and result bytes written so far by the worker, as of ``updatedAt``."""
+
+    rows: int
+    bytes: int
+    updatedAt: str
+
+
 class JobView(msgspec.Struct, omit_defaults=True):
     id: str
     metadata: dict[str, Any] | None = None
@@ -37,6 +45,8 @@ class JobView(msgspec.Struct, omit_defaults=True):
     requestHash: str | None = None
     createdAt: str | None = None
     completedAt: str | None = None
+    progress: JobProgressView | None = None
+    """Only while the job is processing, once its worker has reported (every few seconds)."""
 
 
 class JobHistoryEntry(msgspec.Struct):

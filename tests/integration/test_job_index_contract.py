@@ -1,4 +1,5 @@
-"""The JobIndex port's contract, for the in-memory twin, SQLite and PostgreSQL."""
+"""The JobIndex port's contract (and the JobProgressStore kept beside it), for the in-memory
+twin, SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex
+from application.ports.job_progress import JobProgress
 from domain import job as jobs
 from domain.request import ExtractionRequest
 from tests.integration.conftest import fresh_pg_database
@@ -91,6 +93,25 @@ class JobIndexContract:
         early = await index.stalled(now=T0 + timedelta(minutes=5), pending_before=T0)
         assert early == []
 
+    async def test_progress_keeps_the_latest_report_of_a_running_job(self, index) -> None:
+        job_id = uuid.uuid4()
+        assert await index.progress(job_id) is None
+        await index.record(JobProgress(job_id, 1, 100, 2_000, T0))
+        later = JobProgress(job_id, 1, 5_000_000_000, 9_000_000_000, T0 + timedelta(seconds=5))
+        await index.record(later)
+        assert await index.progress(job_id) == later
+        assert await index.progress(uuid.uuid4()) is None
+
+    async def test_progress_is_dropped_when_the_job_ends(self, index) -> None:
+        log = Log()
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        claimed = jobs.claim(jobs.fold([requested]), "w", T0, LEASE)
+        await index.project(log(requested, claimed))
+        job_id = requested.originator_id
+        await index.record(JobProgress(job_id, 1, 10, 200, T0))
+        await index.project(log(jobs.fail(jobs.fold([requested, claimed]), "x", T0, "w")))
+        assert await index.progress(job_id) is None
+
 
 class TestInMemoryJobIndex(JobIndexContract):
     @pytest.fixture
@@ -128,7 +149,7 @@ class TestPostgresJobIndex(JobIndexContract):
             await conn.execute(
                 text(
                     "TRUNCATE fetcher_job_index, fetcher_job_datasources, "
-                    "fetcher_projection_positions"
+                    "fetcher_projection_positions, fetcher_job_progress"
                 )
             )
         await engine.dispose()

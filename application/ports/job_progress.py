@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """How far a running job has got: rows and result bytes written so far by its current
+    claim (``attempt``), as of ``updated_at``."""
+
+    job_id: UUID
+    attempt: int
+    rows: int
+    bytes: int
+    updated_at: datetime
+
+
+class JobProgressStore(Protocol):
+    """The latest progress of running jobs, beside the job index (a read model, not the
+    event log: progress is recorded every few seconds and losing one report costs nothing).
+
+    - ``record`` keeps the latest report of a job (a newer one replaces it).
+    - ``progress`` returns it, or None when none was recorded (or the job has ended and its
+      report was dropped).
+    - Unavailability raises ``domain.errors.Unavailable``.
+    """
+
+    async def record(self, progress: JobProgress) -> None: ...
+
+    async def progress(self, job_id: UUID) -> JobProgress | None: ...
