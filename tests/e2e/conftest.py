@@ -121,7 +121,7 @@ class Processes:
         self.procs.append(proc)
         return proc
 
-    def wait_healthy(self, timeout: float = 30.0) -> None:
+    def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for proc in self.procs:
@@ -154,12 +154,15 @@ class Processes:
                 proc.kill()
 
 
+ISOLATED_SETTINGS = (
+    "FETCHER_", "RABBITMQ_", "OBJECT_STORAGE_", "APP_ENC", "PLUGIN_AUTH", "OTEL_",
+    "ENABLE_TELEMETRY", "LOG_FORMAT",
+)  # fmt: skip
+"""Settings of the caller's environment that never reach the processes under test."""
+
+
 def base_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("FETCHER_", "RABBITMQ_", "OBJECT_STORAGE_", "APP_ENC", "PLUGIN_AUTH"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_SETTINGS)}
     env.update(extra)
     env["LOG_LEVEL"] = "INFO"
     return env
