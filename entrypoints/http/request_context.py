@@ -17,6 +17,7 @@ from typing import Any
 from uuid import uuid4
 
 from litestar import Request
+from litestar.enums import ScopeType
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
 from application.log_context import log_fields
@@ -59,11 +60,11 @@ class RequestContext:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
         request_id = incoming_request_id(scope) or str(uuid4())
-        scope.setdefault("state", {})[STATE_KEY] = request_id  # type: ignore[typeddict-item]
+        scope.setdefault("state", {})[STATE_KEY] = request_id
         header = (REQUEST_ID_HEADER, request_id.encode("ascii"))
         status = 500
         started = time.monotonic()
