@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -26,11 +26,21 @@ class JobAccepted(msgspec.Struct):
     message: str
 
 
+GoJson = Annotated[
+    msgspec.Raw,
+    msgspec.Meta(
+        description="A JSON object as the reference stores and returns it (Go's encoding: "
+        "sorted keys, numbers as float64 in their shortest form), the same bytes as in the "
+        "job's events."
+    ),
+]
+
+
 class JobView(msgspec.Struct, omit_defaults=True):
     id: str
-    metadata: dict[str, Any] | None = None
-    mappedFields: dict[str, Any] | None = None
-    filters: dict[str, Any] | None = None
+    metadata: GoJson | None = None
+    mappedFields: GoJson | None = None
+    filters: GoJson | None = None
     status: str = ""
     resultPath: str | None = None
     resultHmac: str | None = None
