@@ -191,6 +191,8 @@ class ErrorBody(msgspec.Struct, omit_defaults=True):
     title: str
     message: str
     fields: dict[str, str] | None = None
+    entityType: str | None = None
+    """Only on the errors of a connection's model rules, as in the reference: ``connection``."""
 
 
 class Health(msgspec.Struct):

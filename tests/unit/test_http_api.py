@@ -40,7 +40,7 @@ def assert_error(response, status, code, message=None):
     assert response.status_code == status, response.text
     body = response.json()
     assert body["code"] == code
-    assert set(body) <= {"code", "title", "message", "fields"}
+    assert set(body) <= {"code", "title", "message", "fields", "entityType"}
     if message is not None:
         assert body["message"] == message
     return body
@@ -73,7 +73,11 @@ async def test_connection_missing_fields_are_listed(client):
         "/v1/management/connections", json={"configName": "abc"}, headers=PRODUCT
     )
     body = assert_error(response, 400, "FET-0402")
-    assert set(body["fields"]) == {"type", "host", "databaseName", "userName", "password"}
+    assert body["fields"] == {
+        name: f"{name} is a required field"
+        for name in ("type", "host", "port", "databaseName", "userName", "password")
+    }
+    assert "entityType" not in body
 
 
 async def test_duplicate_config_name_conflicts(client):
@@ -240,7 +244,7 @@ async def test_openapi_documents_the_one_error_shape(client):
     assert {"200", "202", "400", "409", "500", "503"} <= set(create)
     ref = create["400"]["content"]["application/json"]["schema"]["$ref"]
     error = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
-    assert set(error["properties"]) == {"code", "title", "message", "fields"}
+    assert set(error["properties"]) == {"code", "title", "message", "fields", "entityType"}
     assert set(error["required"]) == {"code", "title", "message"}
     validate = schema["paths"]["/v1/management/connections/validate-schema"]["post"]
     assert "422" in validate["responses"]
