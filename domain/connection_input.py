@@ -21,8 +21,8 @@ from typing import Any
 
 from domain import error_catalogue as catalogue
 from domain.connection import SSL_MODES, Connection, DatabaseType, is_valid_config_name
-from domain.errors import InvalidFields, MissingFields
-from domain.json_limits import has_nul
+from domain.errors import InvalidFields, InvalidRequest, MissingFields
+from domain.json_limits import has_nul, json_problem
 
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 _TYPES = ("ORACLE", "SQL_SERVER", "POSTGRESQL", "MONGODB", "MYSQL")
@@ -108,6 +108,19 @@ class ConnectionInput:
         }
         if invalid:
             raise InvalidFields(invalid)
+
+    def check_metadata(self) -> None:
+        """``metadata`` is free JSON, read back in Go's form: a number no float64 holds does
+        not parse (FET-0001 ``unable to parse request body``, as in the reference), and it may
+        be nested at most 64 levels deep (FET-0001 naming it)."""
+        if self.metadata is None:
+            return
+        problem = json_problem(self.metadata)
+        if problem is None:
+            return
+        if problem.startswith("contains"):
+            raise InvalidRequest(entry=catalogue.UNPARSABLE_BODY)
+        raise InvalidFields({"metadata": f"metadata {problem}"})
 
     def check_sent_fields(self, *, creating: bool) -> None:
         """The request's own rules, on the fields as sent (before trimming): on a create every

@@ -44,6 +44,7 @@ class RegisterConnection:
 
     async def __call__(self, product: str, data: ConnectionInput) -> Connection:
         data.check_characters()
+        data.check_metadata()
         data.check_sent_fields(creating=True)
         draft = data.draft()
         if self.guard is not None:

@@ -12,6 +12,7 @@ from application.queries.connection_schema import ConnectionSchema
 from application.queries.validate_schema import SchemaIssue
 from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
+from domain import gojson
 from domain.connection import Connection, normalise_product
 from domain.connection_input import ConnectionInput
 from domain.errors import InvalidRequest
@@ -23,7 +24,7 @@ from entrypoints.http.guards import (
     can_patch_connections,
     can_post_connections,
 )
-from entrypoints.http.job_routes import parse_id
+from entrypoints.http.job_routes import go_json, parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.schemas import (
     ConnectionBody,
@@ -58,7 +59,7 @@ def connection_view(connection: Connection) -> ConnectionView:
         schema=connection.schema or None,
         userName=connection.user_name,
         ssl=SslView(mode=ssl.mode) if ssl and ssl.mode else None,
-        metadata=dict(connection.metadata) or None,
+        metadata=go_json(gojson.encode(connection.metadata)) if connection.metadata else None,
         createdAt=rfc3339nano(connection.created_at) if connection.created_at else ZERO_TIME,
         updatedAt=rfc3339nano(connection.updated_at) if connection.updated_at else ZERO_TIME,
     )

@@ -38,7 +38,8 @@ def parse_id(raw: str, what: str) -> UUID:
         raise InvalidRequest(f"invalid {what} id", entry=catalogue.INVALID_PATH_PARAMETER) from None
 
 
-def _go_json(text: str) -> msgspec.Raw:
+def go_json(text: str) -> msgspec.Raw:
+    """Text already encoded as Go's JSON, embedded in a response as it is."""
     return msgspec.Raw(text.encode("utf-8"))
 
 
@@ -52,9 +53,9 @@ def job_view(job: Job) -> JobView:
         metadata["error"] = job.error
     return JobView(
         id=str(job.id),
-        metadata=_go_json(gojson.encode(metadata)) if metadata else None,
-        mappedFields=_go_json(gojson.encode(request.mapped_fields)),
-        filters=_go_json(filters_json(request.filters)) if request.filters else None,
+        metadata=go_json(gojson.encode(metadata)) if metadata else None,
+        mappedFields=go_json(gojson.encode(request.mapped_fields)),
+        filters=go_json(filters_json(request.filters)) if request.filters else None,
         status=job.status,
         resultPath=job.result.path if job.result and job.status == "completed" else None,
         resultHmac=job.result.hmac if job.result and job.status == "completed" else None,

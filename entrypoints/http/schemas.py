@@ -124,7 +124,7 @@ class ConnectionView(msgspec.Struct, omit_defaults=True):
     schema: str | None = None
     userName: str = ""
     ssl: SslView | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: GoJson | None = None
     createdAt: str = ""
     updatedAt: str = ""
 

@@ -540,3 +540,34 @@ async def test_validate_schema(client, app):  # noqa: F811
     nothing = {"mappedFields": {"ghost": {"t": ["a"]}}}
     assert_error(await client.post(path, json=nothing), 400, "FET-1062")
     assert_error(await client.post(path, json={"mappedFields": {"a": "b"}}), 400, "FET-0001")
+
+
+async def test_connection_metadata_reads_back_in_go_form(client):
+    body = json.dumps({**BODY, "metadata": {"z": 1}}).encode()
+    body = body.replace(b'{"z": 1}', b'{"z":3.0,"big":1e21,"a":{"y":9007199254740993}}')
+    created = await client.post(
+        BASE, content=body, headers={**PRODUCT, "Content-Type": "application/json"}
+    )
+    assert created.status_code == 201, created.text
+    expected = '"metadata":{"a":{"y":9007199254740992},"big":1e+21,"z":3}'
+    assert expected in created.text
+    assert expected in (await client.get(f"{BASE}/{created.json()['id']}")).text
+
+
+async def test_connection_metadata_refuses_numbers_go_cannot_hold_and_deep_nesting(client):
+    huge = json.dumps({**BODY, "metadata": {"n": 10**400}}).encode()
+    assert_error(
+        await client.post(
+            BASE, content=huge, headers={**PRODUCT, "Content-Type": "application/json"}
+        ),
+        400,
+        "FET-0001",
+        "unable to parse request body",
+    )
+    deep: dict = {}
+    for _ in range(70):
+        deep = {"d": deep}
+    nested = assert_error(
+        await client.post(BASE, json={**BODY, "metadata": deep}, headers=PRODUCT), 400, "FET-0001"
+    )
+    assert nested["fields"] == {"metadata": "metadata is nested more than 64 levels deep"}
