@@ -8,7 +8,7 @@ as stored (``config_name``), in the model's words, with ``entity_type`` ``connec
 round a missing field is FET-0402 listing only the missing fields, any other failure FET-0001.
 Deliberate differences: the SSL CA is optional (verifying modes fall back to the system trust
 store), and a host name is checked against RFC 1123 rather than the older RFC 952 (so a name
-may start with a digit), on a change as on a create.
+may start with a digit).
 """
 
 from __future__ import annotations

@@ -18,6 +18,23 @@ from pamqp import decode
 
 _CONTENT_TYPE, _CONTENT_ENCODING, _HEADERS = 0x8000, 0x4000, 0x2000
 
+SIGNATURE_TYPES = {"x-message-signature": "S", "t": "S", "signature-version": "S"}
+WORK_MESSAGE_TYPES = {"jobId": "S", "X-Request-Id": "S", "x-retry-count": "I", **SIGNATURE_TYPES}
+"""Reference §4.8, single-tenant: no ``X-Tenant-ID``; ``x-retry-count`` is a Go ``int``."""
+CE_ATTRIBUTES = (
+    "specversion", "id", "source", "type", "time", "subject", "datacontenttype",
+    "schemaversion", "resourcetype", "eventtype", "tenantid",
+)  # fmt: skip
+EVENT_TYPES = {
+    **{f"ce-{name}": "x" for name in CE_ATTRIBUTES},
+    "X-Tenant-ID": "S",
+    "X-Request-Id": "S",
+    "x-retry-count": "I",
+    **SIGNATURE_TYPES,
+}
+"""Reference §5.2: ``ce-*`` byte arrays, the envelope's headers strings (``t`` a decimal
+string), ``x-retry-count`` a long-int."""
+
 
 @dataclass(frozen=True, slots=True)
 class Field:

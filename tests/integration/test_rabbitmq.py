@@ -30,7 +30,12 @@ from adapters.messaging.rabbitmq import (
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.errors import PortError, PublishFailed
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
-from tests.integration.amqp_frames import field_types, raw_header_tables
+from tests.integration.amqp_frames import (
+    EVENT_TYPES,
+    WORK_MESSAGE_TYPES,
+    field_types,
+    raw_header_tables,
+)
 from tests.unit.test_envelope import HmacTestSigner
 
 pytestmark = pytest.mark.integration
@@ -456,20 +461,6 @@ async def test_event_arrives_on_a_bound_queue_with_all_headers(broker: Broker) -
     )
 
 
-SIGNATURE_TYPES = {"x-message-signature": "S", "t": "S", "signature-version": "S"}
-CE_ATTRIBUTES = (
-    "specversion", "id", "source", "type", "time", "subject", "datacontenttype",
-    "schemaversion", "resourcetype", "eventtype", "tenantid",
-)  # fmt: skip
-EVENT_HEADER_TYPES = {
-    **{f"ce-{name}": "x" for name in CE_ATTRIBUTES},
-    "X-Tenant-ID": "S",
-    "X-Request-Id": "S",
-    "x-retry-count": "I",
-    **SIGNATURE_TYPES,
-}
-
-
 async def test_work_message_headers_go_over_the_wire_with_the_reference_field_types(
     broker: Broker,
 ) -> None:
@@ -489,12 +480,7 @@ async def test_work_message_headers_go_over_the_wire_with_the_reference_field_ty
     with raw_header_tables() as seen:
         await broker.get(topology.work_queue)
 
-    assert field_types(seen, "X-Request-Id", request_id) == {
-        "jobId": "S",
-        "X-Request-Id": "S",
-        "x-retry-count": "I",
-        **SIGNATURE_TYPES,
-    }
+    assert field_types(seen, "X-Request-Id", request_id) == WORK_MESSAGE_TYPES
 
 
 @pytest.mark.parametrize("status", ["completed", "failed"])
@@ -522,9 +508,7 @@ async def test_event_headers_go_over_the_wire_with_the_reference_field_types(
     with raw_header_tables() as seen:
         message = await broker.get(bound)
 
-    assert field_types(seen, "ce-id", f"fetcher.job.{status}.{event.job_id}") == (
-        EVENT_HEADER_TYPES
-    )
+    assert field_types(seen, "ce-id", f"fetcher.job.{status}.{event.job_id}") == EVENT_TYPES
     HmacTestSigner().verify(
         headers=message.headers,
         exchange=topology.events_exchange,
