@@ -1,6 +1,15 @@
-"""What clients send to create or change a connection, and the model rules it must follow
-(reference §2.4.1, §2.4.4 and §3.1, with the SSL CA optional: verifying modes fall back to the
-system trust store)."""
+"""What clients send to create or change a connection, and the rules it must follow (reference
+§2.4.1, §2.4.4, §2.2.2 and §3.1).
+
+As in the reference, the rules come in two rounds with two styles of error. The request's own
+rules (:meth:`ConnectionInput.check_sent_fields`) name fields as sent (``configName``) in the
+validator's words; the connection's model rules (:meth:`ConnectionDraft.validate`) name them
+as stored (``config_name``), in the model's words, with ``entity_type`` ``connection``. In each
+round a missing field is FET-0402 listing only the missing fields, any other failure FET-0001.
+Deliberate differences: the SSL CA is optional (verifying modes fall back to the system trust
+store), and a host name is checked against RFC 1123 rather than the older RFC 952 (so a name
+may start with a digit).
+"""
 
 from __future__ import annotations
 
@@ -13,10 +22,12 @@ from typing import Any
 from domain import error_catalogue as catalogue
 from domain.connection import SSL_MODES, Connection, DatabaseType, is_valid_config_name
 from domain.errors import InvalidFields, MissingFields
-from domain.json_limits import has_nul
+from domain.json_limits import has_nul, json_problem
 
 _LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
-_TYPES = "[ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
+_TYPES = ("ORACLE", "SQL_SERVER", "POSTGRESQL", "MONGODB", "MYSQL")
+ENTITY = "connection"
+"""The ``entityType`` of the model rules' errors."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +109,52 @@ class ConnectionInput:
         if invalid:
             raise InvalidFields(invalid)
 
-    def check_sent_fields(self) -> None:
-        """The format of each field as sent, before anything is loaded (FET-0001)."""
-        _check_formats(self.config_name, self.type, self.host, self.port)
+    def check_metadata(self) -> None:
+        """``metadata`` is free JSON, read back in Go's form: nested at most 64 levels deep, with
+        numbers a float64 holds (FET-0001 naming it; the reference's decoder fails on such a
+        number: ``unable to parse request body``)."""
+        problem = None if self.metadata is None else json_problem(self.metadata)
+        if problem is not None:
+            raise InvalidFields({"metadata": f"metadata {problem}"})
+
+    def check_sent_fields(self, *, creating: bool) -> None:
+        """The request's own rules, on the fields as sent (before trimming): on a create every
+        field but ``schema``, ``ssl`` and ``metadata`` is required (an empty text or port 0 is
+        missing) and ``type``, ``host`` and ``port`` must be valid; on a change only what is
+        sent and not empty is checked, and ``configName`` must be 3 to 100 characters."""
+        sent: dict[str, str | int | None] = {
+            "configName": self.config_name,
+            "type": self.type,
+            "host": self.host,
+            "port": self.port,
+            "databaseName": self.database_name,
+            "userName": self.user_name,
+            "password": self.password,
+        }
+        given = {name: value for name, value in sent.items() if value not in (None, "", 0)}
+        if creating:
+            missing = {name: f"{name} is a required field" for name in sent if name not in given}
+            if missing:
+                raise MissingFields(fields=missing)
+        invalid: dict[str, str] = {}
+        name = given.get("configName")
+        if not creating and isinstance(name, str):
+            if len(name) < 3:
+                invalid["configName"] = "configName must be at least 3 characters in length"
+            elif len(name) > 100:
+                invalid["configName"] = "configName must be a maximum of 100 characters in length"
+        if "type" in given and given["type"] not in _TYPES:
+            invalid["type"] = f"type must be one of [{' '.join(_TYPES)}]"
+        host = given.get("host")
+        if isinstance(host, str) and not is_valid_host(host):
+            invalid["host"] = "host must be a valid hostname or IP address"
+        port = given.get("port")
+        if isinstance(port, int) and port < 1:
+            invalid["port"] = "port must be 1 or greater"
+        elif isinstance(port, int) and port > 65535:
+            invalid["port"] = "port must be 65535 or less"
+        if invalid:
+            raise InvalidFields(invalid)
 
     def draft(self, current: Connection | None = None) -> ConnectionDraft:
         """The editable fields, trimmed, that a connection gets from this input: created from
@@ -139,36 +193,51 @@ class ConnectionDraft:
     """None when there is no SSL block."""
 
     def validate(self, supported: Collection[DatabaseType]) -> DatabaseType:
-        """The model rules, on a create and after a patch: required fields (FET-0402), then
-        formats and the per-engine SSL mode allowlist (FET-0001 with the FET-0413 text under
-        ``ssl.mode``), then whether this build reads the engine. Returns the engine."""
-        required = {
-            "configName": self.config_name,
-            "type": self.type,
-            "host": self.host,
-            "databaseName": self.database_name,
-            "userName": self.user_name,
-        }
-        missing = {
-            name: f"{name} is a required field" for name, value in required.items() if not value
-        }
+        """The model rules, on a create and after a patch, with ``entity_type`` ``connection``
+        and stored field names: the type first (FET-0001 ``invalid connection type``), then
+        the required fields and formats (FET-0402), then lengths and the per-engine SSL mode
+        allowlist (FET-0001, the FET-0413 text under ``ssl.mode``), then whether this build
+        reads the engine. Returns the engine."""
+        kind = self.type.strip().upper()
+        if kind not in DatabaseType.__members__:
+            raise InvalidFields({"type": "invalid connection type"}, entity_type=ENTITY)
+        db_type = DatabaseType[kind]
+        required: dict[str, str] = {}
+        if not self.config_name:
+            required["config_name"] = "config name is required"
+        elif not is_valid_config_name(self.config_name):
+            required["config_name"] = (
+                "config name can only contain alphanumeric characters, underscores, and hyphens"
+            )
+        if self.port <= 0:
+            required["port"] = "port must be a positive integer"
+        elif self.port > 65535:
+            required["port"] = "port must be between 1 and 65535"
+        if not self.host:
+            required["host"] = "host is required"
+        if not self.database_name:
+            required["database_name"] = "database name is required"
+        if not self.user_name:
+            required["username"] = "username is required"
         if not self.has_password:
-            missing["password"] = "password is a required field"
+            required["password_encrypted"] = "password_encrypted is required"
         if self.ssl_mode == "":
-            missing["ssl.mode"] = "SSL mode is required"
-        if missing:
-            raise MissingFields(fields=dict(sorted(missing.items())))
-        _check_formats(self.config_name, self.type, self.host, self.port)
-        db_type = DatabaseType[self.type.upper()]
+            required["ssl.mode"] = "SSL mode is required"
+        if required:
+            raise MissingFields(fields=required, entity_type=ENTITY)
+        invalid: dict[str, str] = {}
+        if not 3 <= len(self.config_name) <= 100:
+            invalid["config_name"] = "config name must be between 3 and 100 characters"
         if self.ssl_mode and self.ssl_mode not in SSL_MODES[db_type]:
             invalid_mode = catalogue.INVALID_SSL_MODE
-            raise InvalidFields(
-                {"ssl.mode": invalid_mode.cite(invalid_mode.render(mode=self.ssl_mode))}
-            )
+            invalid["ssl.mode"] = invalid_mode.cite(invalid_mode.render(mode=self.ssl_mode))
+        if invalid:
+            raise InvalidFields(invalid, entity_type=ENTITY)
         if db_type not in supported:
             raise InvalidFields(
                 {"type": f"type {db_type.value} is not supported yet"},
                 f"connections of type {db_type.value} are not supported yet",
+                entity_type=ENTITY,
             )
         return db_type
 
@@ -186,26 +255,3 @@ def is_valid_host(host: str) -> bool:
 
 def _text(sent: str | None, current: str) -> str:
     return current if sent is None else sent.strip()
-
-
-def _check_formats(
-    config_name: str | None, type_: str | None, host: str | None, port: int | None
-) -> None:
-    invalid: dict[str, str] = {}
-    if config_name is not None and config_name.strip():
-        name = config_name.strip()
-        if not is_valid_config_name(name):
-            invalid["configName"] = (
-                "config name can only contain alphanumeric characters, underscores, and hyphens"
-            )
-        elif not 3 <= len(name) <= 100:
-            invalid["configName"] = "config name must be between 3 and 100 characters"
-    kind = (type_ or "").strip().upper()
-    if kind and kind not in DatabaseType.__members__:
-        invalid["type"] = f"type must be one of {_TYPES}"
-    if host is not None and host.strip() and not is_valid_host(host.strip()):
-        invalid["host"] = "host must be a valid hostname or IP address"
-    if port is not None and not 1 <= port <= 65535:
-        invalid["port"] = "port must be between 1 and 65535"
-    if invalid:
-        raise InvalidFields(invalid)

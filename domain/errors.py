@@ -17,6 +17,8 @@ class FetcherError(Exception):
     A subclass names its catalogue ``entry``; ``code``, ``title``, ``kind`` and
     ``default_message`` follow from it. One instance may carry another entry of the same kind
     (a title variant of the reference, such as FET-0402 ``Missing Required Field``).
+    ``entity_type`` names the entity whose own rules were broken (the reference's
+    ``entityType``, set by its model-level validation only).
     """
 
     entry: CatalogueEntry = catalogue.INTERNAL_ERROR
@@ -38,6 +40,7 @@ class FetcherError(Exception):
         *,
         entry: CatalogueEntry | None = None,
         fields: dict[str, str] | None = None,
+        entity_type: str | None = None,
     ) -> None:
         default = self.default_message
         if entry is not None:
@@ -46,6 +49,7 @@ class FetcherError(Exception):
             default = entry.message
         self.message = message if message is not None else default
         self.fields = fields
+        self.entity_type = entity_type
         super().__init__(self.message)
 
     def __str__(self) -> str:
@@ -67,8 +71,10 @@ class InvalidFields(InvalidRequest):
 
     entry = catalogue.INVALID_FIELDS
 
-    def __init__(self, fields: dict[str, str], message: str | None = None) -> None:
-        super().__init__(message, fields=fields)
+    def __init__(
+        self, fields: dict[str, str], message: str | None = None, *, entity_type: str | None = None
+    ) -> None:
+        super().__init__(message, fields=fields, entity_type=entity_type)
 
 
 class EntityNotFound(FetcherError):

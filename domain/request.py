@@ -171,27 +171,40 @@ def _check_filter_conditions(filters: Filters) -> None:
                         _check_value(where, op, value)
 
 
+def filters_json(filters: Filters) -> str:
+    """Go JSON of the filters as the reference decodes, stores and returns them: maps with
+    sorted keys, each condition's operators in their fixed order, empty operators left out."""
+    return _raw_map(
+        {
+            config: _raw_map(
+                {
+                    table: _raw_map(
+                        {
+                            field: gojson.encode_ordered(
+                                [
+                                    (op, gojson.encode(condition[op]))
+                                    for op in OPERATORS
+                                    if condition.get(op)
+                                ]
+                            )
+                            for field, condition in fields.items()
+                        }
+                    )
+                    for table, fields in tables.items()
+                }
+            )
+            for config, tables in filters.items()
+        }
+    )
+
+
 def canonical_json(
     mapped: MappedFields, filters: Filters | None, metadata: Mapping[str, Any] | None
 ) -> bytes:
     """The bytes the reference hashes: Go JSON of the decoded request (reference §4.7)."""
     data_request = [("mappedFields", gojson.encode(mapped))]
     if filters:
-        encoded_tables: dict[str, str] = {}
-        rendered = {}
-        for config, tables in filters.items():
-            rendered_tables = {}
-            for table, fields in tables.items():
-                rendered_fields = {}
-                for field, condition in fields.items():
-                    ops = [
-                        (op, gojson.encode(condition[op])) for op in OPERATORS if condition.get(op)
-                    ]
-                    rendered_fields[field] = gojson.encode_ordered(ops)
-                rendered_tables[table] = _raw_map(rendered_fields)
-            rendered[config] = _raw_map(rendered_tables)
-        encoded_tables = rendered
-        data_request.append(("filters", _raw_map(encoded_tables)))
+        data_request.append(("filters", filters_json(filters)))
     top = [("dataRequest", gojson.encode_ordered(data_request))]
     if metadata:
         top.append(("metadata", gojson.encode(metadata)))

@@ -1,20 +1,25 @@
 """Job events as CloudEvents 1.0 in RabbitMQ binary content mode (reference §5.2).
 
-The SDK's RabbitMQ binding turns the event into ``ce-*`` headers and the body. Two of its
-choices differ from the reference and are adapted here: it moves ``datacontenttype`` into the
-AMQP ``content_type`` property (the reference also sends ``ce-datacontenttype``), and it prints
-``time`` with Python's ``isoformat`` (the reference prints Go ``RFC3339Nano``, trailing
-fractional zeros dropped).
+The SDK's RabbitMQ binding turns the event into ``ce-*`` headers and the body. Three of its
+choices differ from the reference and are adapted here, where it hands the headers over: it
+gives header values as strings (the reference sends each ``ce-*`` value as a byte array of
+UTF-8 text), it moves ``datacontenttype`` into the AMQP ``content_type`` property (the
+reference also sends ``ce-datacontenttype``), and it prints ``time`` with Python's
+``isoformat`` (the reference prints Go ``RFC3339Nano``, trailing fractional zeros dropped).
 """
 
 from __future__ import annotations
 
-from uuid import uuid4
-
 from cloudevents.core.bindings import rabbitmq
 from cloudevents.core.v1.event import CloudEvent
 
-from adapters.messaging.envelope import SINGLE_TENANT, OutgoingMessage, header_text
+from adapters.messaging.envelope import (
+    SINGLE_TENANT,
+    HeaderValue,
+    OutgoingMessage,
+    header_text,
+    signed_message,
+)
 from application.ports.messaging import JobNotification
 from application.ports.signer import MessageSigner
 from application.ports.tracer import trace_headers
@@ -62,25 +67,22 @@ def job_event_message(
     )
     binary = rabbitmq.to_binary_event(event)
 
-    routing_key = f"job.{status}"
-    headers: dict[str, str | int] = {
-        name: header_text(value) for name, value in binary.headers.items()
-    }
-    headers["ce-time"] = rfc3339nano(notification.time)
-    headers["ce-datacontenttype"] = binary.content_type or CONTENT_TYPE
-    headers["X-Tenant-ID"] = SINGLE_TENANT
-    headers["X-Request-Id"] = notification.request_id or str(uuid4())
-    headers["x-retry-count"] = 0
+    headers: dict[str, HeaderValue] = {name: _utf8(value) for name, value in binary.headers.items()}
+    headers["ce-time"] = _utf8(rfc3339nano(notification.time))
+    headers["ce-datacontenttype"] = _utf8(binary.content_type or CONTENT_TYPE)
     headers.update(trace_headers(notification.trace_context))
-    headers.update(
-        signer.sign(
-            tenant=SINGLE_TENANT,
-            exchange=exchange,
-            routing_key=routing_key,
-            body=binary.body,
-            timestamp=now,
-        )
+    return signed_message(
+        exchange=exchange,
+        routing_key=f"job.{status}",
+        body=binary.body,
+        headers=headers,
+        tenant=SINGLE_TENANT,
+        request_id=notification.request_id,
+        signer=signer,
+        now=now,
     )
-    return OutgoingMessage(
-        exchange=exchange, routing_key=routing_key, headers=headers, body=binary.body
-    )
+
+
+def _utf8(value: object) -> bytes:
+    """A ``ce-*`` value as the reference sends it: the UTF-8 bytes of its text."""
+    return header_text(value).encode("utf-8")

@@ -26,8 +26,16 @@ from domain.errors import FetcherError
 logger = logging.getLogger(__name__)
 
 SINGLE_TENANT = "single-tenant"
+TENANT_HEADER = "X-Tenant-ID"
+REQUEST_ID_HEADER = "X-Request-Id"
+RETRY_COUNT_HEADER = "x-retry-count"
 WORK_QUEUE = "fetcher.extract-external-data.queue"
 EVENTS_EXCHANGE = "fetcher.job.events"
+
+
+HeaderValue = str | bytes | int
+"""A header value and the AMQP field type it goes out as (the reference's, §4.8 and §5.2):
+``bytes`` a byte array (``x``), ``str`` a long string (``S``), ``int`` a long-int (``I``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +44,40 @@ class OutgoingMessage:
 
     exchange: str
     routing_key: str
-    headers: dict[str, str | int]
+    headers: dict[str, HeaderValue]
     body: bytes
+
+
+def signed_message(
+    *,
+    exchange: str,
+    routing_key: str,
+    body: bytes,
+    headers: Mapping[str, HeaderValue],
+    tenant: str | None,
+    request_id: str,
+    signer: MessageSigner,
+    now: int,
+) -> OutgoingMessage:
+    """The one envelope of every message Fetcher publishes, as the reference builds it: the
+    caller's ``headers``, then ``X-Tenant-ID`` (when there is a tenant), ``X-Request-Id`` (a new
+    one when empty) and ``x-retry-count`` 0, then the signature headers over the six-line
+    payload with the signed tenant (empty without one)."""
+    envelope: dict[str, HeaderValue] = dict(headers)
+    if tenant is not None:
+        envelope[TENANT_HEADER] = tenant
+    envelope[REQUEST_ID_HEADER] = request_id or str(uuid4())
+    envelope[RETRY_COUNT_HEADER] = 0
+    envelope.update(
+        signer.sign(
+            tenant=tenant or "",
+            exchange=exchange,
+            routing_key=routing_key,
+            body=body,
+            timestamp=now,
+        )
+    )
+    return OutgoingMessage(exchange=exchange, routing_key=routing_key, headers=envelope, body=body)
 
 
 def work_message(
@@ -45,16 +85,16 @@ def work_message(
 ) -> OutgoingMessage:
     """A job message for the default exchange, routed straight to ``queue`` (single-tenant:
     no ``X-Tenant-ID``, so the signed tenant is empty)."""
-    headers: dict[str, str | int] = {
-        "jobId": str(order.job_id),
-        "X-Request-Id": order.request_id or str(uuid4()),
-        "x-retry-count": 0,
-        **trace_headers(order.trace_context),
-    }
-    headers.update(
-        signer.sign(tenant="", exchange="", routing_key=queue, body=order.body, timestamp=now)
+    return signed_message(
+        exchange="",
+        routing_key=queue,
+        body=order.body,
+        headers={"jobId": str(order.job_id), **trace_headers(order.trace_context)},
+        tenant=None,
+        request_id=order.request_id,
+        signer=signer,
+        now=now,
     )
-    return OutgoingMessage(exchange="", routing_key=queue, headers=headers, body=order.body)
 
 
 class UnreadableMessage(Exception):
@@ -62,7 +102,7 @@ class UnreadableMessage(Exception):
 
 
 def header_text(value: object) -> str:
-    """A header value as text: the Go reference sends byte arrays, we send strings."""
+    """A header value as text, whether it came as a byte array or a string."""
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", "replace")
     return "" if value is None else str(value)
@@ -100,7 +140,7 @@ def open_work_message(
     return WorkOrder(
         job_id=job_id,
         body=body,
-        request_id=header_text(headers.get("X-Request-Id")),
+        request_id=header_text(headers.get(REQUEST_ID_HEADER)),
         trace_context={
             name: header_text(headers[name]) for name in TRACE_HEADERS if headers.get(name)
         },

@@ -23,6 +23,7 @@ from adapters.messaging.envelope import (
     DeliveryProcessor,
     OutgoingMessage,
     drain,
+    header_text,
     work_message,
 )
 from application.errors import PublishFailed
@@ -195,7 +196,8 @@ class InProcessWorkConsumer(WorkConsumer):
 
 class JsonlJobEventPublisher(JobEventPublisher):
     """Appends each event as one JSON line ``{"exchange", "routingKey", "headers", "body"}``
-    (``body`` is the exact signed text), flushed and fsynced before ``publish`` returns."""
+    (``body`` is the exact signed text; header values as JSON strings and numbers, byte arrays
+    as their UTF-8 text), flushed and fsynced before ``publish`` returns."""
 
     def __init__(
         self,
@@ -231,7 +233,10 @@ class JsonlJobEventPublisher(JobEventPublisher):
         record = {
             "exchange": message.exchange,
             "routingKey": message.routing_key,
-            "headers": message.headers,
+            "headers": {
+                name: header_text(value) if isinstance(value, bytes) else value
+                for name, value in message.headers.items()
+            },
             "body": body,
         }
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"

@@ -33,6 +33,7 @@ from aio_pika.exceptions import (
     PublishError,
 )
 
+from adapters.messaging.amqp_fields import amqp_headers
 from adapters.messaging.cloudevents_mapping import job_event_message
 from adapters.messaging.envelope import (
     EVENTS_EXCHANGE,
@@ -180,7 +181,7 @@ class _ConfirmedPublisher:
     async def send(self, exchange: AbstractExchange, message: OutgoingMessage) -> None:
         amqp = aio_pika.Message(
             body=message.body,
-            headers=dict(message.headers),
+            headers=amqp_headers(message.headers),
             content_type=CONTENT_TYPE,
             delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
         )

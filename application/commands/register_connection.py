@@ -31,8 +31,9 @@ def sealed_ssl(cipher: CredentialCipher, ssl: SslInput | None) -> SslSettings | 
 class RegisterConnection:
     """Creates a connection owned by ``product`` (already normalised). The password and the
     SSL CA, certificate and key are sealed with the newest key version; the connection is not
-    dialled. A duplicate live config name raises FET-1002; an IP literal in a blocked range
-    raises FET-0414 when the host guard is on."""
+    dialled. The request's rules come first, then the host guard (an IP literal in a blocked
+    range raises FET-0414 when it is on), then the model's rules; a duplicate live config name
+    raises FET-1002."""
 
     repository: ConnectionRepository
     cipher: CredentialCipher
@@ -43,10 +44,12 @@ class RegisterConnection:
 
     async def __call__(self, product: str, data: ConnectionInput) -> Connection:
         data.check_characters()
+        data.check_metadata()
+        data.check_sent_fields(creating=True)
         draft = data.draft()
-        db_type = draft.validate(self.supported)
         if self.guard is not None:
             self.guard.check_literal(draft.host)
+        db_type = draft.validate(self.supported)
         now = self.clock.now()
         connection = Connection(
             id=self.ids.new_id(),

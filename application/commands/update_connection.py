@@ -46,7 +46,8 @@ class UpdateConnection:
         if patch.is_empty:
             raise InvalidRequest(entry=catalogue.EMPTY_BODY)
         patch.check_characters()
-        patch.check_sent_fields()
+        patch.check_metadata()
+        patch.check_sent_fields(creating=False)
         if self.guard is not None and patch.host is not None and patch.host.strip():
             self.guard.check_literal(patch.host.strip())
         current = await self.repository.get(connection_id)

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from application.ports.messaging import WorkOrder
 from application.ports.tracer import TraceCarrier, trace_headers
 from application.timefmt import rfc3339nano
 from domain import gojson
 from domain.job import Job, Phase
-from domain.request import thaw
+from domain.request import filters_json, thaw
 
 
 def work_order_body(job: Job) -> bytes:
-    body: dict[str, Any] = {
-        "createdAt": rfc3339nano(job.created_at),
-        "jobId": str(job.id),
-        "mappedFields": thaw(job.request.mapped_fields),
-        "metadata": thaw(job.request.metadata),
-    }
-    if job.request.filters:
-        body["filters"] = thaw(job.request.filters)
-    return gojson.encode(body).encode("utf-8")
+    """Go JSON of a map, so keys in order: ``createdAt``, ``filters`` (when there are any, each
+    condition as the reference's struct encodes it), ``jobId``, ``mappedFields``, ``metadata``."""
+    request = job.request
+    fields = [("createdAt", gojson.encode_string(rfc3339nano(job.created_at)))]
+    if request.filters:
+        fields.append(("filters", filters_json(request.filters)))
+    fields += [
+        ("jobId", gojson.encode_string(str(job.id))),
+        ("mappedFields", gojson.encode(request.mapped_fields)),
+        ("metadata", gojson.encode(request.metadata)),
+    ]
+    return gojson.encode_ordered(fields).encode("utf-8")
 
 
 def work_order(job: Job, trace_context: TraceCarrier | None = None) -> WorkOrder:

@@ -12,7 +12,9 @@ from application.queries.connection_schema import ConnectionSchema
 from application.queries.validate_schema import SchemaIssue
 from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
+from domain import gojson
 from domain.connection import Connection, normalise_product
+from domain.connection_input import ConnectionInput
 from domain.errors import InvalidRequest
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses, status_of
@@ -22,7 +24,7 @@ from entrypoints.http.guards import (
     can_patch_connections,
     can_post_connections,
 )
-from entrypoints.http.job_routes import parse_id
+from entrypoints.http.job_routes import go_json, parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.schemas import (
     ConnectionBody,
@@ -57,7 +59,7 @@ def connection_view(connection: Connection) -> ConnectionView:
         schema=connection.schema or None,
         userName=connection.user_name,
         ssl=SslView(mode=ssl.mode) if ssl and ssl.mode else None,
-        metadata=dict(connection.metadata) or None,
+        metadata=go_json(gojson.encode(connection.metadata)) if connection.metadata else None,
         createdAt=rfc3339nano(connection.created_at) if connection.created_at else ZERO_TIME,
         updatedAt=rfc3339nano(connection.updated_at) if connection.updated_at else ZERO_TIME,
     )
@@ -97,6 +99,18 @@ def _product(request: Request, *, required: bool) -> str | None:
     return normalise_product(request.headers.get("x-product-name"), required=required)
 
 
+async def _sent_connection(request: Request, data: ConnectionBody) -> ConnectionInput:
+    """The connection as sent. ``port`` must be a JSON integer: the reference decodes it into
+    an int, so text (``"5432"``) or a number written with a fraction or an exponent
+    (``5432.0``) does not parse there (FET-0001 ``unable to parse request body``), where the
+    body decoder here would convert it."""
+    document = await request.json()
+    port = document.get("port") if isinstance(document, dict) else None
+    if port is not None and type(port) is not int:
+        raise InvalidRequest(entry=catalogue.UNPARSABLE_BODY)
+    return data.to_input()
+
+
 class ConnectionController(Controller):
     path = "/v1/management/connections"
     tags = ["connections"]
@@ -116,9 +130,10 @@ class ConnectionController(Controller):
         data: JSONBody[ConnectionBody],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
+        sent = await _sent_connection(request, data)
         if data.is_blank:
             raise InvalidRequest(entry=catalogue.EMPTY_BODY)
-        connection = await services.connections.register(product, data.to_input())
+        connection = await services.connections.register(product, sent)
         return connection_view(connection)
 
     @get(
@@ -215,10 +230,13 @@ class ConnectionController(Controller):
         self,
         services: NamedDependency[ApiServices],
         connection_id: FromPath[str],
+        request: Request,
         data: JSONBody[ConnectionBody],
     ) -> ConnectionView:
         identifier = parse_id(connection_id, "connection")
-        changed = await services.connections.update(identifier, data.to_input())
+        changed = await services.connections.update(
+            identifier, await _sent_connection(request, data)
+        )
         return connection_view(changed)
 
     @delete(

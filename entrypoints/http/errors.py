@@ -44,10 +44,17 @@ def status_of(entry: CatalogueEntry) -> int:
 
 
 def error_response(
-    status: int, code: str, title: str, message: str, fields: dict[str, str] | None = None
+    status: int,
+    code: str,
+    title: str,
+    message: str,
+    fields: dict[str, str] | None = None,
+    entity_type: str | None = None,
 ) -> Response[ErrorBody]:
     return Response(
-        ErrorBody(code=code, title=title, message=message, fields=fields or None),
+        ErrorBody(
+            code=code, title=title, message=message, fields=fields or None, entityType=entity_type
+        ),
         status_code=status,
     )
 
@@ -56,7 +63,9 @@ def fetcher_error(_: Request, error: FetcherError) -> Response[ErrorBody]:
     status = STATUS_OF_KIND[error.kind]
     if status >= 500:
         log.warning("request failed: %s %s", error.code, error.message)
-    return error_response(status, error.code, error.title, error.message, error.fields)
+    return error_response(
+        status, error.code, error.title, error.message, error.fields, error.entity_type
+    )
 
 
 def unauthenticated(_: Request, error: Unauthenticated) -> Response[ErrorBody]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
@@ -14,9 +15,10 @@ from application.ports.job_progress import JobProgress
 from application.queries.get_job import HistoryEntry
 from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
+from domain import gojson
 from domain.errors import InvalidRequest, MissingFields
 from domain.job import Job
-from domain.request import thaw
+from domain.request import filters_json, thaw
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
 from entrypoints.http.guards import can_get_fetcher, can_post_fetcher, can_read_history
@@ -39,15 +41,24 @@ def parse_id(raw: str, what: str) -> UUID:
         raise InvalidRequest(f"invalid {what} id", entry=catalogue.INVALID_PATH_PARAMETER) from None
 
 
+def go_json(text: str) -> msgspec.Raw:
+    """Text already encoded as Go's JSON, embedded in a response as it is."""
+    return msgspec.Raw(text.encode("utf-8"))
+
+
 def job_view(job: Job, progress: JobProgress | None = None) -> JobView:
-    metadata = thaw(job.request.metadata)
+    """The job as the reference returns it: the request's metadata, mapped fields and filters
+    in Go's JSON form (as stored there, and as the job's events carry them), whatever form
+    the client sent."""
+    request = job.request
+    metadata = thaw(request.metadata)
     if job.error is not None:
         metadata["error"] = job.error
     return JobView(
         id=str(job.id),
-        metadata=metadata or None,
-        mappedFields=thaw(job.request.mapped_fields),
-        filters=thaw(job.request.filters) or None,
+        metadata=go_json(gojson.encode(metadata)) if metadata else None,
+        mappedFields=go_json(gojson.encode(request.mapped_fields)),
+        filters=go_json(filters_json(request.filters)) if request.filters else None,
         status=job.status,
         resultPath=job.result.path if job.result and job.status == "completed" else None,
         resultHmac=job.result.hmac if job.result and job.status == "completed" else None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -26,6 +26,16 @@ class JobAccepted(msgspec.Struct):
     message: str
 
 
+GoJson = Annotated[
+    msgspec.Raw,
+    msgspec.Meta(
+        description="A JSON object as the reference stores and returns it (Go's encoding: "
+        "sorted keys, numbers as float64 in their shortest form), the same bytes as in the "
+        "job's events."
+    ),
+]
+
+
 class JobProgressView(msgspec.Struct):
     """Rows and result bytes written so far by the worker, as of ``updatedAt``."""
 
@@ -36,9 +46,9 @@ class JobProgressView(msgspec.Struct):
 
 class JobView(msgspec.Struct, omit_defaults=True):
     id: str
-    metadata: dict[str, Any] | None = None
-    mappedFields: dict[str, Any] | None = None
-    filters: dict[str, Any] | None = None
+    metadata: GoJson | None = None
+    mappedFields: GoJson | None = None
+    filters: GoJson | None = None
     status: str = ""
     resultPath: str | None = None
     resultHmac: str | None = None
@@ -124,7 +134,7 @@ class ConnectionView(msgspec.Struct, omit_defaults=True):
     schema: str | None = None
     userName: str = ""
     ssl: SslView | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: GoJson | None = None
     createdAt: str = ""
     updatedAt: str = ""
 
@@ -191,6 +201,8 @@ class ErrorBody(msgspec.Struct, omit_defaults=True):
     title: str
     message: str
     fields: dict[str, str] | None = None
+    entityType: str | None = None
+    """Only on the errors of a connection's model rules, as in the reference: ``connection``."""
 
 
 class Health(msgspec.Struct):

@@ -153,10 +153,10 @@ async def test_job_over_ten_thousand_rows_completes_with_verifiable_event_and_re
     message = await next_event(events_queue, job_id, production)
     assert message.routing_key == "job.completed"
     headers = {k: v for k, v in message.headers.items()}
-    assert headers["ce-id"] == f"fetcher.job.completed.{job_id}"
-    assert headers["ce-type"] == "studio.lerian.job.completed"
-    assert headers["ce-source"] == "//lerian.fetcher/worker"
-    assert headers["ce-tenantid"] == "single-tenant"
+    assert headers["ce-id"] == f"fetcher.job.completed.{job_id}".encode()
+    assert headers["ce-type"] == b"studio.lerian.job.completed"
+    assert headers["ce-source"] == b"//lerian.fetcher/worker"
+    assert headers["ce-tenantid"] == b"single-tenant"
     external = derived_key("external-hmac")
     HmacMessageSigner([external]).verify(
         headers=headers,

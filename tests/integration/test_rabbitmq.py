@@ -30,6 +30,12 @@ from adapters.messaging.rabbitmq import (
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.errors import PortError, PublishFailed
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
+from tests.integration.amqp_frames import (
+    EVENT_TYPES,
+    WORK_MESSAGE_TYPES,
+    field_types,
+    raw_header_tables,
+)
 from tests.unit.test_envelope import HmacTestSigner
 
 pytestmark = pytest.mark.integration
@@ -427,17 +433,17 @@ async def test_event_arrives_on_a_bound_queue_with_all_headers(broker: Broker) -
     headers = dict(message.headers)
     signature = headers.pop("x-message-signature")
     assert headers == {
-        "ce-specversion": "1.0",
-        "ce-id": f"fetcher.job.completed.{event.job_id}",
-        "ce-source": SOURCE,
-        "ce-type": "studio.lerian.job.completed",
-        "ce-time": "2026-07-13T13:00:00.25Z",
-        "ce-subject": str(event.job_id),
-        "ce-datacontenttype": "application/json",
-        "ce-schemaversion": "1.0.0",
-        "ce-resourcetype": "job",
-        "ce-eventtype": "completed",
-        "ce-tenantid": "single-tenant",
+        "ce-specversion": bytearray(b"1.0"),
+        "ce-id": bytearray(f"fetcher.job.completed.{event.job_id}".encode()),
+        "ce-source": bytearray(SOURCE.encode()),
+        "ce-type": bytearray(b"studio.lerian.job.completed"),
+        "ce-time": bytearray(b"2026-07-13T13:00:00.25Z"),
+        "ce-subject": bytearray(str(event.job_id).encode()),
+        "ce-datacontenttype": bytearray(b"application/json"),
+        "ce-schemaversion": bytearray(b"1.0.0"),
+        "ce-resourcetype": bytearray(b"job"),
+        "ce-eventtype": bytearray(b"completed"),
+        "ce-tenantid": bytearray(b"single-tenant"),
         "X-Tenant-ID": "single-tenant",
         "X-Request-Id": "req-9",
         "x-retry-count": 0,
@@ -449,6 +455,64 @@ async def test_event_arrives_on_a_bound_queue_with_all_headers(broker: Broker) -
         headers=message.headers,
         exchange=topology.events_exchange,
         routing_key="job.completed",
+        body=message.body,
+        now=NOW,
+        max_age=300,
+    )
+
+
+async def test_work_message_headers_go_over_the_wire_with_the_reference_field_types(
+    broker: Broker,
+) -> None:
+    """Reference §4.8: ``jobId`` and ``X-Request-Id`` strings, ``x-retry-count`` a long-int
+    (Go ``int``), the signature trio strings, no ``X-Tenant-ID`` in single-tenant mode."""
+    topology = broker.topology()
+    await topology.apply(AMQP_URL)
+    queue = await AioPikaWorkQueue.connect(
+        AMQP_URL, topology.work_queue, HmacTestSigner(), lambda: NOW
+    )
+    request_id = f"req-{uuid4()}"
+    try:
+        await queue.publish(_order(request_id=request_id))
+    finally:
+        await queue.close()
+
+    with raw_header_tables() as seen:
+        await broker.get(topology.work_queue)
+
+    assert field_types(seen, "X-Request-Id", request_id) == WORK_MESSAGE_TYPES
+
+
+@pytest.mark.parametrize("status", ["completed", "failed"])
+async def test_event_headers_go_over_the_wire_with_the_reference_field_types(
+    broker: Broker, status: str
+) -> None:
+    """Reference §5.2: every ``ce-*`` value a byte array (field type ``x``), the envelope's
+    ``X-Tenant-ID``, ``X-Request-Id`` and signature trio strings (``t`` a decimal string),
+    ``x-retry-count`` a long-int."""
+    topology = broker.topology()
+    await topology.apply(AMQP_URL)
+    bound = broker.name(status)
+    broker.queues.append(bound)
+    queue = await broker.channel.declare_queue(bound, auto_delete=True)
+    await queue.bind(topology.events_exchange, routing_key=f"job.{status}")
+    publisher = await AioPikaJobEventPublisher.connect(
+        AMQP_URL, topology.events_exchange, SOURCE, HmacTestSigner(), lambda: NOW
+    )
+    event = _notification(status)
+    try:
+        await publisher.publish(event)
+    finally:
+        await publisher.close()
+
+    with raw_header_tables() as seen:
+        message = await broker.get(bound)
+
+    assert field_types(seen, "ce-id", f"fetcher.job.{status}.{event.job_id}") == EVENT_TYPES
+    HmacTestSigner().verify(
+        headers=message.headers,
+        exchange=topology.events_exchange,
+        routing_key=f"job.{status}",
         body=message.body,
         now=NOW,
         max_age=300,

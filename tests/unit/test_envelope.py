@@ -130,17 +130,17 @@ def test_event_headers_are_exactly_the_reference_set() -> None:
     assert message.routing_key == "job.failed"
     assert message.body == FAILED_BODY
     assert message.headers == {
-        "ce-specversion": "1.0",
-        "ce-id": "fetcher.job.failed.0190b8a0-0000-7000-8000-000000000001",
-        "ce-source": SOURCE,
-        "ce-type": "studio.lerian.job.failed",
-        "ce-time": "2026-07-13T13:00:00.1234Z",
-        "ce-subject": "0190b8a0-0000-7000-8000-000000000001",
-        "ce-datacontenttype": "application/json",
-        "ce-schemaversion": "1.0.0",
-        "ce-resourcetype": "job",
-        "ce-eventtype": "failed",
-        "ce-tenantid": "single-tenant",
+        "ce-specversion": b"1.0",
+        "ce-id": b"fetcher.job.failed.0190b8a0-0000-7000-8000-000000000001",
+        "ce-source": SOURCE.encode(),
+        "ce-type": b"studio.lerian.job.failed",
+        "ce-time": b"2026-07-13T13:00:00.1234Z",
+        "ce-subject": b"0190b8a0-0000-7000-8000-000000000001",
+        "ce-datacontenttype": b"application/json",
+        "ce-schemaversion": b"1.0.0",
+        "ce-resourcetype": b"job",
+        "ce-eventtype": b"failed",
+        "ce-tenantid": b"single-tenant",
         "X-Tenant-ID": "single-tenant",
         "X-Request-Id": "req-1",
         "x-retry-count": 0,
@@ -174,18 +174,26 @@ def test_event_signature_covers_tenant_exchange_routing_key_and_exact_body() -> 
     assert message.headers["x-message-signature"] == _expected_mac(
         NOW, "single-tenant", "custom.events", "job.completed", body
     )
-    assert message.headers["ce-type"] == "studio.lerian.job.completed"
-    assert message.headers["ce-eventtype"] == "completed"
+    assert message.headers["ce-type"] == b"studio.lerian.job.completed"
+    assert message.headers["ce-eventtype"] == b"completed"
     assert message.routing_key == "job.completed"
 
 
-def test_event_header_values_are_strings_except_the_retry_count() -> None:
+def test_event_header_values_are_byte_arrays_for_ce_strings_otherwise_and_an_int_retry_count() -> (
+    None
+):
     message = job_event_message(
         _notification(), source=SOURCE, exchange=EXCHANGE, signer=HmacTestSigner(), now=NOW
     )
 
-    assert {k for k, v in message.headers.items() if not isinstance(v, str)} == {"x-retry-count"}
-    assert message.headers["x-retry-count"] == 0
+    kinds = {name: type(value) for name, value in message.headers.items()}
+    assert {name for name, kind in kinds.items() if kind is bytes} == {
+        name for name in kinds if name.startswith("ce-")
+    }
+    assert {name for name, kind in kinds.items() if kind is str} == {
+        "X-Tenant-ID", "X-Request-Id", "x-message-signature", "t", "signature-version"
+    }  # fmt: skip
+    assert kinds["x-retry-count"] is int and message.headers["x-retry-count"] == 0
 
 
 def test_event_id_is_deterministic_and_request_id_generated_when_missing() -> None:
@@ -230,7 +238,7 @@ def test_ce_time_is_go_rfc3339nano_in_utc(moment: datetime, text: str) -> None:
         signer=HmacTestSigner(),
         now=NOW,
     )
-    assert message.headers["ce-time"] == text
+    assert message.headers["ce-time"] == text.encode()
 
 
 def test_event_reads_back_with_the_cloudevents_binding() -> None:
@@ -238,7 +246,7 @@ def test_event_reads_back_with_the_cloudevents_binding() -> None:
         _notification(), source=SOURCE, exchange=EXCHANGE, signer=HmacTestSigner(), now=NOW
     )
     incoming = rabbitmq.RabbitMQMessage(
-        headers={k: str(v) for k, v in message.headers.items()},
+        headers={k: header_text(v) for k, v in message.headers.items()},
         content_type="application/json",
         body=message.body,
     )
@@ -287,7 +295,8 @@ def test_work_message_generates_a_request_id_when_missing() -> None:
     assert UUID(str(message.headers["X-Request-Id"]))
 
 
-def test_open_work_message_accepts_go_style_byte_headers() -> None:
+@pytest.mark.parametrize("array", [bytes, bytearray])
+def test_open_work_message_accepts_go_style_byte_headers(array: type) -> None:
     signer = HmacTestSigner()
     message = work_message(
         WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7"),
@@ -295,7 +304,9 @@ def test_open_work_message_accepts_go_style_byte_headers() -> None:
         signer=signer,
         now=NOW,
     )
-    as_bytes = {k: v.encode() if isinstance(v, str) else v for k, v in message.headers.items()}
+    as_bytes = {
+        k: array(v.encode()) if isinstance(v, str) else v for k, v in message.headers.items()
+    }
 
     order = open_work_message(
         headers=as_bytes,

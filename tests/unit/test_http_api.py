@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 from litestar.testing import AsyncTestClient
 
 from adapters.memory.messaging import RecordingWorkQueue
+from application.policies.messages import work_order_body
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
@@ -37,7 +40,7 @@ def assert_error(response, status, code, message=None):
     assert response.status_code == status, response.text
     body = response.json()
     assert body["code"] == code
-    assert set(body) <= {"code", "title", "message", "fields"}
+    assert set(body) <= {"code", "title", "message", "fields", "entityType"}
     if message is not None:
         assert body["message"] == message
     return body
@@ -70,7 +73,11 @@ async def test_connection_missing_fields_are_listed(client):
         "/v1/management/connections", json={"configName": "abc"}, headers=PRODUCT
     )
     body = assert_error(response, 400, "FET-0402")
-    assert set(body["fields"]) == {"type", "host", "databaseName", "userName", "password"}
+    assert body["fields"] == {
+        name: f"{name} is a required field"
+        for name in ("type", "host", "port", "databaseName", "userName", "password")
+    }
+    assert "entityType" not in body
 
 
 async def test_duplicate_config_name_conflicts(client):
@@ -90,8 +97,6 @@ async def test_job_lifecycle_over_http(client, app):  # noqa: F811
     assert duplicate.status_code == 200
     assert duplicate.json()["jobId"] == accepted["jobId"]
     assert duplicate.json()["message"] == "Duplicate request detected - returning existing job"
-    from uuid import UUID
-
     await app.run_job(UUID(accepted["jobId"]))
     job = (await client.get(f"/v1/fetcher/{accepted['jobId']}")).json()
     assert job["status"] == "completed"
@@ -120,6 +125,44 @@ async def test_job_lifecycle_over_http(client, app):  # noqa: F811
     braced = f"{{{accepted['jobId'].replace('-', '').upper()}}}"
     same = (await client.get(f"/v1/fetcher/{braced}/events")).json()
     assert same["jobId"] == accepted["jobId"]
+
+
+RAW_JOB = (
+    b'{"dataRequest":{"mappedFields":{"pgsql":{"zeta":["b","a"],"accounts":["id"]}},'
+    b'"filters":{"pgsql":{"accounts":{"id":{"lte":[10.0],"in":[],"eq":[1.50,2]}}}}},'
+    b'"metadata":{"source":"payments","n":3.0,"big":1e21,"precise":9007199254740993,'
+    b'"tiny":0.0000001,"nested":{"z":1,"a":[2.0,"<&>"]}}}'
+)
+GO_METADATA = (
+    '{"big":1e+21,"n":3,"nested":{"a":[2,"\\u003c\\u0026\\u003e"],"z":1},'
+    '"precise":9007199254740992,"source":"payments","tiny":1e-7}'
+)
+
+
+async def test_job_reads_back_in_the_go_form_its_messages_carry(client, app):  # noqa: F811
+    """The request is recorded as sent; reading it (now, or a job recorded long ago) gives
+    the reference's stored form: Go's numbers, sorted keys, operators in their fixed order,
+    empty operators left out. The work message and the events carry the same bytes."""
+    await client.post("/v1/management/connections", json=CONNECTION, headers=PRODUCT)
+    created = await client.post(
+        "/v1/fetcher", content=RAW_JOB, headers={"Content-Type": "application/json"}
+    )
+    assert created.status_code == 202, created.text
+    job_id = created.json()["jobId"]
+
+    read = await client.get(f"/v1/fetcher/{job_id}")
+
+    assert read.status_code == 200
+    assert f'"metadata":{GO_METADATA},' in read.text
+    assert '"mappedFields":{"pgsql":{"accounts":["id"],"zeta":["b","a"]}},' in read.text
+    assert '"filters":{"pgsql":{"accounts":{"id":{"eq":[1.5,2],"lte":[10]}}}},' in read.text
+    assert list(read.json()) == [
+        "id", "metadata", "mappedFields", "filters", "status", "requestHash", "createdAt",
+    ]  # fmt: skip
+    job = await app.fetcher.api.get_job(UUID(job_id))
+    work = work_order_body(job)
+    assert work.endswith(f'"metadata":{GO_METADATA}}}'.encode())
+    assert b'"filters":{"pgsql":{"accounts":{"id":{"eq":[1.5,2],"lte":[10]}}}},' in work
 
 
 @pytest.mark.parametrize(
@@ -201,7 +244,7 @@ async def test_openapi_documents_the_one_error_shape(client):
     assert {"200", "202", "400", "409", "500", "503"} <= set(create)
     ref = create["400"]["content"]["application/json"]["schema"]["$ref"]
     error = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
-    assert set(error["properties"]) == {"code", "title", "message", "fields"}
+    assert set(error["properties"]) == {"code", "title", "message", "fields", "entityType"}
     assert set(error["required"]) == {"code", "title", "message"}
     validate = schema["paths"]["/v1/management/connections/validate-schema"]["post"]
     assert "422" in validate["responses"]

@@ -81,7 +81,7 @@ def assert_error(response, status, code, message=None):
     assert response.status_code == status, response.text
     body = response.json()
     assert body["code"] == code, body
-    assert set(body) <= {"code", "title", "message", "fields"}
+    assert set(body) <= {"code", "title", "message", "fields", "entityType"}
     if message is not None:
         assert body["message"] == message
     return body
@@ -302,6 +302,67 @@ async def test_unassigned_and_assign(client, app):  # noqa: F811
     assert (await client.get(f"{BASE}/unassigned")).json()["total"] == 0
 
 
+TYPES = "[ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
+
+
+@pytest.mark.parametrize(
+    "raw_port", [b'"5432"', b"5432.0", b"5.432e3", b'"null"', b"true", b"[5432]"]
+)
+async def test_create_refuses_a_port_go_cannot_decode_into_an_int(client, raw_port):
+    body = json.dumps({**BODY, "port": 1}).encode().replace(b'"port": 1', b'"port": ' + raw_port)
+    response = await client.post(
+        BASE, content=body, headers={**PRODUCT, "Content-Type": "application/json"}
+    )
+    error = assert_error(response, 400, "FET-0001", "unable to parse request body")
+    assert error["title"] == "Invalid payload" and "fields" not in error
+
+
+async def test_create_request_rules_name_fields_as_sent_without_an_entity(client):
+    lower = assert_error(
+        await client.post(BASE, json={**BODY, "type": "postgresql"}, headers=PRODUCT),
+        400,
+        "FET-0001",
+    )
+    assert lower["fields"] == {"type": f"type must be one of {TYPES}"}
+    assert lower["title"] == "Bad Request" and "entityType" not in lower
+    no_port = {k: v for k, v in BODY.items() if k != "port"}
+    missing = assert_error(await client.post(BASE, json=no_port, headers=PRODUCT), 400, "FET-0402")
+    assert missing["fields"] == {"port": "port is a required field"}
+    assert missing["title"] == "Missing Fields in Request" and "entityType" not in missing
+    zero = assert_error(
+        await client.post(BASE, json={**BODY, "port": 0}, headers=PRODUCT), 400, "FET-0402"
+    )
+    assert zero["fields"] == {"port": "port is a required field"}
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "message"),
+    [
+        ("ab", "FET-0001", "config name must be between 3 and 100 characters"),
+        ("a" * 101, "FET-0001", "config name must be between 3 and 100 characters"),
+        (
+            "bad name",
+            "FET-0402",
+            "config name can only contain alphanumeric characters, underscores, and hyphens",
+        ),
+        ("   ", "FET-0402", "config name is required"),
+    ],
+)
+async def test_create_model_rules_name_fields_as_stored_with_the_entity(
+    client, name, code, message
+):
+    error = assert_error(
+        await client.post(BASE, json={**BODY, "configName": name}, headers=PRODUCT), 400, code
+    )
+    assert error["fields"] == {"config_name": message}
+    assert error["entityType"] == "connection"
+
+
+async def test_create_accepts_the_reference_boundaries(client):
+    await create(client, configName="abc", port=1)
+    await create(client, configName="a" * 100, port=65535)
+
+
 # --- patch and delete -----------------------------------------------------------------------
 
 
@@ -316,7 +377,22 @@ async def test_patch(client):
     assert_error(await client.patch(path, json={}), 400, "FET-0001", "empty request body")
     assert_error(await client.patch(path, json={"ssl": {}}), 400, "FET-0001", "empty request body")
     assert_error(await client.patch(path, json={"host": "127.0.0.1"}), 400, "FET-0414")
-    assert_error(await client.patch(path, json={"configName": "x"}), 400, "FET-0001")
+    short = assert_error(await client.patch(path, json={"configName": "x"}), 400, "FET-0001")
+    assert short["fields"] == {"configName": "configName must be at least 3 characters in length"}
+    assert "entityType" not in short
+    assert_error(
+        await client.patch(
+            path, content=b'{"port":"6543"}', headers={"Content-Type": "application/json"}
+        ),
+        400,
+        "FET-0001",
+        "unable to parse request body",
+    )
+    lower = assert_error(await client.patch(path, json={"type": "mysql"}), 400, "FET-0001")
+    assert lower["fields"] == {"type": f"type must be one of {TYPES}"}
+    zero = assert_error(await client.patch(path, json={"port": 0}), 400, "FET-0402")
+    assert zero["fields"] == {"port": "port must be a positive integer"}
+    assert zero["entityType"] == "connection"
     assert_error(await client.patch(f"{BASE}/x", json={"port": 1}), 400, "FET-0404")
     assert_error(await client.patch(f"{BASE}/{uuid4()}", json={"port": 1}), 404, "FET-1001")
     assert_error(await client.patch(f"{BASE}/{LEDGER_ID}", json={"port": 1}), 404, "FET-1001")
@@ -464,3 +540,36 @@ async def test_validate_schema(client, app):  # noqa: F811
     nothing = {"mappedFields": {"ghost": {"t": ["a"]}}}
     assert_error(await client.post(path, json=nothing), 400, "FET-1062")
     assert_error(await client.post(path, json={"mappedFields": {"a": "b"}}), 400, "FET-0001")
+
+
+async def test_connection_metadata_reads_back_in_go_form(client):
+    body = json.dumps({**BODY, "metadata": {"z": 1}}).encode()
+    body = body.replace(b'{"z": 1}', b'{"z":3.0,"big":1e21,"a":{"y":9007199254740993}}')
+    created = await client.post(
+        BASE, content=body, headers={**PRODUCT, "Content-Type": "application/json"}
+    )
+    assert created.status_code == 201, created.text
+    expected = '"metadata":{"a":{"y":9007199254740992},"big":1e+21,"z":3}'
+    assert expected in created.text
+    assert expected in (await client.get(f"{BASE}/{created.json()['id']}")).text
+
+
+async def test_connection_metadata_refuses_numbers_go_cannot_hold_and_deep_nesting(client):
+    huge = json.dumps({**BODY, "metadata": {"n": 10**400}}).encode()
+    number = assert_error(
+        await client.post(
+            BASE, content=huge, headers={**PRODUCT, "Content-Type": "application/json"}
+        ),
+        400,
+        "FET-0001",
+    )
+    assert number["fields"] == {
+        "metadata": "metadata contains a number outside the 64-bit floating-point range"
+    }
+    deep: dict = {}
+    for _ in range(70):
+        deep = {"d": deep}
+    nested = assert_error(
+        await client.post(BASE, json={**BODY, "metadata": deep}, headers=PRODUCT), 400, "FET-0001"
+    )
+    assert nested["fields"] == {"metadata": "metadata is nested more than 64 levels deep"}

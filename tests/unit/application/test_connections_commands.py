@@ -69,24 +69,71 @@ async def test_register_requires_a_mode_for_an_ssl_block_but_not_a_ca(kit):
         kit.services.register(PRODUCT, pg_input(ssl=SslInput(ca="CA"))), "FET-0402"
     )
     assert error.fields == {"ssl.mode": "SSL mode is required"}
+    assert error.entity_type == "connection"
     created = await kit.services.register(PRODUCT, pg_input(ssl=SslInput(mode="require")))
     assert created.ssl.mode == "require" and created.ssl.ca is None
 
 
+TYPES = "[ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
+BAD_HOST = "host must be a valid hostname or IP address"
+NAME_CHARACTERS = "config name can only contain alphanumeric characters, underscores, and hyphens"
+NAME_LENGTH = "config name must be between 3 and 100 characters"
+BAD_PG_MODE = (
+    "FET-0413 - Invalid SSL mode. The provided SSL mode 'true' is not supported. "
+    "Please use a valid SSL mode for this database type."
+)
+REQUEST = None
+MODEL = "connection"
+
+
 @pytest.mark.parametrize(
-    ("changes", "field"),
+    ("changes", "code", "fields", "entity"),
     [
-        ({"ssl": SslInput(mode="true")}, "ssl.mode"),
-        ({"host": "bad host!"}, "host"),
-        ({"port": 70000}, "port"),
-        ({"config_name": "ab"}, "configName"),
-        ({"config_name": "no spaces"}, "configName"),
-        ({"type": "DB2"}, "type"),
+        # the request's own rules: fields as sent, no entity
+        ({"host": "bad host!"}, "FET-0001", {"host": BAD_HOST}, REQUEST),
+        ({"host": " "}, "FET-0001", {"host": BAD_HOST}, REQUEST),
+        ({"port": 70000}, "FET-0001", {"port": "port must be 65535 or less"}, REQUEST),
+        ({"port": -1}, "FET-0001", {"port": "port must be 1 or greater"}, REQUEST),
+        ({"type": "DB2"}, "FET-0001", {"type": f"type must be one of {TYPES}"}, REQUEST),
+        ({"type": "postgresql"}, "FET-0001", {"type": f"type must be one of {TYPES}"}, REQUEST),
+        ({"port": 0}, "FET-0402", {"port": "port is a required field"}, REQUEST),
+        ({"port": None}, "FET-0402", {"port": "port is a required field"}, REQUEST),
+        (
+            {"database_name": ""},
+            "FET-0402",
+            {"databaseName": "databaseName is a required field"},
+            REQUEST,
+        ),
+        # the model's rules: stored names, entity "connection"
+        ({"config_name": "ab"}, "FET-0001", {"config_name": NAME_LENGTH}, MODEL),
+        ({"config_name": "no spaces"}, "FET-0402", {"config_name": NAME_CHARACTERS}, MODEL),
+        ({"config_name": "   "}, "FET-0402", {"config_name": "config name is required"}, MODEL),
+        ({"database_name": " "}, "FET-0402", {"database_name": "database name is required"}, MODEL),
+        (
+            {"user_name": " ", "config_name": " "},
+            "FET-0402",
+            {"username": "username is required", "config_name": "config name is required"},
+            MODEL,
+        ),
+        ({"ssl": SslInput(mode="true")}, "FET-0001", {"ssl.mode": BAD_PG_MODE}, MODEL),
     ],
 )
-async def test_register_rejects_invalid_fields(kit, changes, field):
-    error = await raises(kit.services.register(PRODUCT, pg_input(**changes)), "FET-0001")
-    assert set(error.fields) == {field}
+async def test_register_follows_the_reference_two_rounds_of_rules(
+    kit, changes, code, fields, entity
+):
+    error = await raises(kit.services.register(PRODUCT, pg_input(**changes)), code)
+    assert error.fields == fields
+    assert error.entity_type == entity
+
+
+async def test_register_reports_only_the_missing_fields_when_some_are_missing(kit):
+    error = await raises(
+        kit.services.register(PRODUCT, pg_input(type="DB2", port=None, password="")), "FET-0402"
+    )
+    assert error.fields == {
+        "port": "port is a required field",
+        "password": "password is a required field",
+    }
 
 
 async def test_register_refuses_engines_this_build_cannot_read(app):
@@ -111,7 +158,7 @@ async def test_update_replaces_scalars_bumps_the_version_and_keeps_the_product(k
     app.clock.advance(minutes=1)
     changed = await kit.services.update(
         created.id,
-        ConnectionInput(host=" db2.local ", port=6543, metadata={"c": 3}, schema="sales"),
+        ConnectionInput(host="db2.local", port=6543, metadata={"c": 3}, schema="sales"),
     )
     assert (changed.host, changed.port, changed.schema) == ("db2.local", 6543, "sales")
     assert changed.metadata == {"c": 3}
@@ -144,10 +191,38 @@ async def test_update_seals_a_new_password(kit, app):
 
 async def test_update_checks_the_patched_connection_as_a_whole(kit):
     created = await kit.services.register(PRODUCT, pg_input(ssl=SslInput(mode="verify-full")))
-    error = await raises(kit.services.update(created.id, ConnectionInput(type="mysql")), "FET-0001")
-    assert "FET-0413" in error.fields["ssl.mode"]
+    error = await raises(kit.services.update(created.id, ConnectionInput(type="MYSQL")), "FET-0001")
+    assert "FET-0413" in error.fields["ssl.mode"] and error.entity_type == "connection"
     error = await raises(kit.services.update(created.id, ConnectionInput(host="")), "FET-0402")
-    assert error.fields == {"host": "host is a required field"}
+    assert error.fields == {"host": "host is required"} and error.entity_type == "connection"
+    error = await raises(kit.services.update(created.id, ConnectionInput(port=0)), "FET-0402")
+    assert error.fields == {"port": "port must be a positive integer"}
+    error = await raises(kit.services.update(created.id, ConnectionInput(type="")), "FET-0001")
+    assert error.fields == {"type": "invalid connection type"}
+
+
+@pytest.mark.parametrize(
+    ("patch", "fields"),
+    [
+        (
+            ConnectionInput(config_name="ab"),
+            {"configName": "configName must be at least 3 characters in length"},
+        ),
+        (
+            ConnectionInput(config_name="a" * 101),
+            {"configName": "configName must be a maximum of 100 characters in length"},
+        ),
+        (ConnectionInput(type="mysql"), {"type": f"type must be one of {TYPES}"}),
+        (ConnectionInput(host=" db2.local "), {"host": BAD_HOST}),
+        (ConnectionInput(port=65536), {"port": "port must be 65535 or less"}),
+    ],
+)
+async def test_update_checks_the_sent_fields_first_as_the_reference_request_rules(
+    kit, patch, fields
+):
+    created = await kit.services.register(PRODUCT, pg_input())
+    error = await raises(kit.services.update(created.id, patch), "FET-0001")
+    assert error.fields == fields and error.entity_type is None
 
 
 async def test_update_errors(kit):
@@ -156,7 +231,7 @@ async def test_update_errors(kit):
     await raises(kit.services.update(first.id, ConnectionInput()), "FET-0001", "empty request body")
     await raises(kit.services.update(uuid4(), ConnectionInput(port=1)), "FET-1001")
     await raises(kit.services.update(first.id, ConnectionInput(config_name="second")), "FET-1002")
-    await raises(kit.services.update(first.id, ConnectionInput(port=0)), "FET-0001")
+    await raises(kit.services.update(first.id, ConnectionInput(port=-1)), "FET-0001")
 
 
 async def test_update_and_remove_are_refused_while_a_job_uses_the_connection(kit, app):
