@@ -21,6 +21,7 @@ from adapters.datasources.registry import EngineRegistry
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
+from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
 from application.commands.request_job import RequestJob
@@ -44,9 +45,12 @@ from application.ports.rate_limiter import RateLimiter
 from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
 from application.queries.get_job import GetJob, GetJobHistory
+from application.readiness import Dependency, Readiness
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
 from entrypoints.infrastructure import (
+    broker_dependency,
+    database_dependency,
     declare_broker_topology,
     load_key_ring,
     open_event_publisher,
@@ -55,13 +59,14 @@ from entrypoints.infrastructure import (
     open_result_storage,
     open_sql_adapters,
     open_work_queue,
-    passive_broker_checks,
+    storage_dependency,
 )
 from entrypoints.roles import (
     ALL_ROLES,
+    FOLLOWERS,
     ApiServices,
-    Check,
     Fetcher,
+    Probes,
     Relay,
     Role,
     Worker,
@@ -158,6 +163,7 @@ async def bootstrap(
     ids: IdGenerator | None = None,
     worker_id: str | None = None,
     run_limits: RunLimits | None = None,
+    metrics: PrometheusMetrics | None = None,
 ) -> AsyncIterator[Fetcher]:
     """Opens what ``roles`` need from ``settings``, wires those roles, closes it all at exit.
 
@@ -165,10 +171,13 @@ async def bootstrap(
     adapters without wiring use cases themselves. A given ``reader`` is used as it is (it must
     guard its own dials); a given ``host_guard`` turns the SSRF guard on; ``work_consumer``
     builds the consumer around the worker's handler. Bootstrap closes only what it opened.
-    ``roles`` also decides what is opened at all: the relay opens no result storage, the API
-    alone no work queue.
+    ``roles`` also decides what is opened at all: only the worker opens result storage, the API
+    alone no work queue. Readiness checks what was opened; ``metrics`` (one registry for the
+    process) is given to every use case and policy that counts its work.
     """
     roles = frozenset(roles)
+    if metrics is None:
+        metrics = PrometheusMetrics(followers=FOLLOWERS if Role.RELAY in roles else ())
     async with contextlib.AsyncExitStack() as stack:
         ring = load_key_ring(settings) if key_ring is None else key_ring
         settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -180,7 +189,7 @@ async def bootstrap(
             open_sql_adapters(settings, connections, job_index)
         )
         await declare_broker_topology(settings)
-        if storage is None and roles & {Role.API, Role.WORKER}:
+        if storage is None and Role.WORKER in roles:
             storage = await stack.enter_async_context(open_result_storage(settings))
 
         options = settings.connections
@@ -217,6 +226,7 @@ async def bootstrap(
                 clock,
                 poll_interval=FOLLOWER_POLL_SECONDS if Role.API in roles else RELAY_POLL_SECONDS,
                 queue_is_volatile=isinstance(work_queue, InProcessWorkQueue),
+                metrics=metrics,
             )
 
         worker: Worker | None = None
@@ -235,6 +245,7 @@ async def bootstrap(
                 if worker_id is None
                 else worker_id,
                 limits=run_limits_from(settings) if run_limits is None else run_limits,
+                metrics=metrics,
             )
             # In one process, a finished job wakes the emitter at once.
             handler = work_handler(run_job, after=relay.emitter.wake.set if relay else None)
@@ -253,15 +264,29 @@ async def bootstrap(
                 )
             worker = Worker(run_job=run_job, consumer=consumer)
 
+        dependencies: list[Dependency] = [database_dependency(settings, store)]
+        publishers = (
+            [work_queue.check, event_publisher.check]
+            if relay is not None and work_queue is not None and event_publisher is not None
+            else []
+        )
+        broker = broker_dependency(settings, *publishers)
+        if broker is not None:
+            dependencies.append(broker)
+        if worker is not None and storage is not None:
+            dependencies.append(storage_dependency(settings, storage))
+        probes = Probes(
+            Readiness(
+                dependencies,
+                metrics=metrics,
+                version=settings.probes.version,
+                deployment_mode=settings.probes.deployment_mode,
+            ),
+            metrics,
+        )
+
         api: ApiServices | None = None
         if Role.API in roles:
-            checks: dict[str, Check] = {"event_store": store.check}
-            if work_queue is not None and event_publisher is not None:
-                checks.update(broker=work_queue.check, events=event_publisher.check)
-            else:
-                checks.update(passive_broker_checks(settings))
-            if storage is not None:
-                checks["storage"] = storage.check
             if schema_cache is None:
                 schema_cache = InMemorySchemaCache(options.schema_cache_ttl_seconds)
             if test_limiter is None:
@@ -270,7 +295,14 @@ async def bootstrap(
                 ids = Uuid7Generator()
             api = ApiServices(
                 request_job=RequestJob(
-                    store, directory, endpoints, reader, clock, ids, schemas=schema_cache
+                    store,
+                    directory,
+                    endpoints,
+                    reader,
+                    clock,
+                    ids,
+                    schemas=schema_cache,
+                    metrics=metrics,
                 ),
                 get_job=GetJob(store),
                 get_job_history=GetJobHistory(store),
@@ -288,9 +320,9 @@ async def bootstrap(
                     max_page_limit=options.max_pagination_limit,
                     max_months=options.max_pagination_months,
                 ),
-                checks=checks,
+                probes=probes,
                 version=settings.version,
                 # In one process, a recorded job wakes the dispatcher at once.
                 on_job_recorded=relay.dispatcher.wake.set if relay else no_op,
             )
-        yield Fetcher(api=api, worker=worker, relay=relay)
+        yield Fetcher(api=api, worker=worker, relay=relay, probes=probes)

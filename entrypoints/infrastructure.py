@@ -24,7 +24,7 @@ from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
 from application.ports.result_storage import ResultStorage
-from entrypoints.roles import Check
+from application.readiness import Check, Dependency
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
@@ -112,18 +112,47 @@ async def declare_broker_topology(settings: Settings) -> None:
         await broker_topology(settings).apply(settings.broker.url)
 
 
-def passive_broker_checks(settings: Settings) -> dict[str, Check]:
-    """For a process that publishes nothing: the broker is ready when its topology exists."""
+def database_dependency(settings: Settings, store: JobEventStore) -> Dependency:
+    """The service's database, through the event store (the SQL adapters share it):
+    ``postgres``, or ``sqlite`` on the embedded default."""
+    name = "postgres" if settings.database.postgres is not None else "sqlite"
+    return Dependency(name, store.check)
+
+
+def broker_dependency(settings: Settings, *checks: Check) -> Dependency | None:
+    """The broker, through the publishers' ``checks``: ``rabbitmq``, or ``local_broker`` for
+    the in-process queue and events file of the embedded default. A process that publishes
+    nothing (``checks`` empty) checks that the broker's topology exists, over a connection of
+    its own; on the embedded default it has no broker to check."""
     url = settings.broker.url
-    if not url:
-        return {}
+    if url is None:
+        return Dependency("local_broker", _all(checks)) if checks else None
+    if not checks:
 
-    async def broker_ready() -> None:
-        await broker_topology(settings).apply(
-            url, passive=True, operation_timeout=BROKER_CHECK_SECONDS
-        )
+        async def topology() -> None:
+            await broker_topology(settings).apply(
+                url, passive=True, operation_timeout=BROKER_CHECK_SECONDS
+            )
 
-    return {"broker": broker_ready}
+        checks = (topology,)
+    return Dependency("rabbitmq", _all(checks), tls=url.startswith("amqps:"))
+
+
+def storage_dependency(settings: Settings, storage: ResultStorage) -> Dependency:
+    """Result storage: ``s3`` (its bucket), or ``local_storage`` for the results folder."""
+    config = settings.storage
+    if not config.uses_s3:
+        return Dependency("local_storage", storage.check)
+    endpoint = config.endpoint
+    return Dependency("s3", storage.check, tls=endpoint is None or endpoint.startswith("https:"))
+
+
+def _all(checks: tuple[Check, ...]) -> Check:
+    async def check() -> None:
+        for each in checks:
+            await each()
+
+    return check
 
 
 @contextlib.asynccontextmanager

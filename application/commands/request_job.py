@@ -15,6 +15,7 @@ from application.extraction_plan import ExtractionError, build_reads
 from application.ports.clock import Clock, IdGenerator
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
+from application.ports.metrics import NO_METRICS, JobMetrics
 from application.ports.schema_cache import SchemaCache, SchemaKey
 from domain import dedup
 from domain import error_catalogue as catalogue
@@ -65,6 +66,7 @@ class RequestJob:
     schemas: SchemaCache | None = None
     """Schemas already discovered (by validate-schema or a job); when one is known, the request
     is checked against it now instead of failing later as ``job.failed``."""
+    metrics: JobMetrics = NO_METRICS
 
     async def __call__(
         self,
@@ -76,6 +78,7 @@ class RequestJob:
         slot_id = dedup.slot_id(request.request_hash)
         existing = await self._blocking_job(slot_id)
         if existing is not None:
+            self.metrics.job_requested(duplicate=True)
             return RequestJobResult(existing, created=False)
         connections = await self._resolve(request)
         self._check_ownership(request, connections)
@@ -86,6 +89,7 @@ class RequestJob:
             if slot.job_id is not None:
                 holder = await self._job(slot.job_id)
                 if holder is not None and holder.blocks_duplicate(self.clock.now()):
+                    self.metrics.job_requested(duplicate=True)
                     return RequestJobResult(holder, created=False)
             now = self.clock.now()
             requested = request_job(self.ids.new_id(), request, now)
@@ -94,6 +98,7 @@ class RequestJob:
             except ConcurrencyConflict:
                 continue
             job = apply(requested, None)
+            self.metrics.job_requested(duplicate=False)
             return RequestJobResult(job, created=True)
         raise ConcurrencyConflict("the request could not be recorded; please retry")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -15,14 +15,17 @@ from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
 from application.errors import CredentialKeyMissing, StorageError
 from application.extraction_plan import DatasourcePlan, ExtractionError, plan_datasource
+from application.failure_reasons import failure_reason
 from application.ports.clock import Clock
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
 from application.ports.messaging import Settlement
+from application.ports.metrics import NO_METRICS, FailureReason, JobMetrics
 from application.ports.result_sealer import ResultSealer
 from application.ports.result_storage import ResultStorage
 from application.result_writer import WrittenResult, write_result
 from application.tasks import first_error
+from application.timed_upload import TimedUpload
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
 from domain.job import Job, ResultRef
@@ -80,6 +83,7 @@ class RunJob:
     clock: Clock
     worker_id: str
     limits: RunLimits = field(default_factory=RunLimits)
+    metrics: JobMetrics = NO_METRICS
 
     async def __call__(self, job_id: UUID) -> Settlement:
         job = jobs.fold(await self.store.job_events(job_id))
@@ -99,12 +103,13 @@ class RunJob:
         try:
             written = await self._extract_with_retries(job)
         except FetcherError as error:
-            return await self._record_failure(job, redact(error.message))
+            reason = failure_reason(error)
+            return await self._record_failure(job, redact(error.message), reason, started)
         except Exception:
             log.exception("job %s failed unexpectedly", job_id)
-            return await self._record_failure(job, "operation failed: internal error")
-        elapsed_ms = int((time.monotonic() - started) * 1000)
-        return await self._record_success(job, written, elapsed_ms)
+            message = "operation failed: internal error"
+            return await self._record_failure(job, message, FailureReason.INTERNAL, started)
+        return await self._record_success(job, written, started)
 
     async def _extract_with_retries(self, job: Job) -> WrittenResult:
         for attempt in range(1, self.limits.attempts + 1):
@@ -123,7 +128,7 @@ class RunJob:
         try:
             async with asyncio.timeout(self.limits.timeout):
                 plans = await self._plan(job)
-                upload = await self.storage.begin(key)
+                upload = TimedUpload(await self.storage.begin(key))
                 try:
                     written = await write_result(
                         plans,
@@ -137,6 +142,7 @@ class RunJob:
                 except BaseException:
                     await asyncio.shield(upload.abort())
                     raise
+                self.metrics.result_uploaded(upload.seconds)
         except TimeoutError:
             raise ExtractionError("timeout", "execution exceeded its deadline") from None
         return written
@@ -170,9 +176,9 @@ class RunJob:
             raise first_error(group_error) from None
         return [task.result() for task in tasks]
 
-    async def _record_success(
-        self, job: Job, written: WrittenResult, elapsed_ms: int
-    ) -> Settlement:
+    async def _record_success(self, job: Job, written: WrittenResult, started: float) -> Settlement:
+        seconds = time.monotonic() - started
+        elapsed_ms = int(seconds * 1000)
         now = self.clock.now()
         ref = ResultRef(
             path=RESULT_KEY.format(job_id=job.id),
@@ -183,17 +189,33 @@ class RunJob:
         stored = jobs.store_result(job, self.worker_id, ref, now)
         after = jobs.apply(stored, job)
         completed = jobs.complete(after, self.worker_id, now, max(elapsed_ms, 1))
-        return await self._append(job, [stored, completed])
 
-    async def _record_failure(self, job: Job, message: str) -> Settlement:
+        def count() -> None:
+            self.metrics.job_completed(
+                seconds=seconds, rows=written.row_count, size_bytes=written.size_bytes
+            )
+
+        return await self._append(job, [stored, completed], count)
+
+    async def _record_failure(
+        self, job: Job, message: str, reason: FailureReason, started: float
+    ) -> Settlement:
         log.info("job %s failed: %s", job.id, message)
+        seconds = time.monotonic() - started
         failed = jobs.fail(job, message, self.clock.now(), self.worker_id)
-        return await self._append(job, [failed])
+        return await self._append(
+            job, [failed], lambda: self.metrics.job_failed(reason, seconds=seconds)
+        )
 
-    async def _append(self, job: Job, events: list[Any]) -> Settlement:
+    async def _append(
+        self, job: Job, events: list[Any], recorded: Callable[[], None]
+    ) -> Settlement:
+        """Records the outcome (``recorded`` is called once it is), retrying while the
+        store is unavailable."""
         for attempt in range(self.limits.attempts):
             try:
                 await self.store.append(events)
+                recorded()
                 return Settlement.ACK
             except ConcurrencyConflict:
                 log.warning("job %s changed under this worker; outcome dropped", job.id)

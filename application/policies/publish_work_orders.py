@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from application.errors import PublishFailed
 from application.policies.messages import work_order_body
+from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.messaging import WorkOrder, WorkQueue
+from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, InvalidTransition
 from domain.job import JobRequested
@@ -31,6 +33,11 @@ class PublishWorkOrders:
     queue: WorkQueue
     clock: Clock
     deadline: timedelta = timedelta(minutes=10)
+    metrics: Metrics = NO_METRICS
+    _attempts: PublishAttempts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._attempts = PublishAttempts(MessageKind.WORK_ORDER, self.metrics)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
@@ -40,13 +47,16 @@ class PublishWorkOrders:
         if job is None or job.is_terminal or job.version > 1:
             return
         try:
-            await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
+            with self._attempts.attempt(job.id):
+                await self.queue.publish(WorkOrder(job_id=job.id, body=work_order_body(job)))
         except PublishFailed:
             now = self.clock.now()
             if now - job.created_at < self.deadline:
                 raise
+            self._attempts.forget(job.id)
             log.warning("job %s could not be dispatched before its deadline", job.id)
             try:
                 await self.store.append([jobs.fail(job, DISPATCH_FAILED, now)])
             except (ConcurrencyConflict, InvalidTransition):
                 return
+            self.metrics.job_failed(FailureReason.DISPATCH)

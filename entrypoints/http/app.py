@@ -23,8 +23,8 @@ from entrypoints.http.auth import (
 from entrypoints.http.connection_routes import ConnectionController
 from entrypoints.http.errors import EXCEPTION_HANDLERS
 from entrypoints.http.job_routes import JobController
-from entrypoints.http.ops import health, readyz, version
-from entrypoints.roles import ApiServices
+from entrypoints.http.ops import PROBE_ROUTES, self_probe, version
+from entrypoints.roles import ApiServices, Probes
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 JSON_MEDIA_TYPE = "application/json"
@@ -64,15 +64,19 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
     async def provide_services() -> ApiServices:
         return services
 
+    async def provide_probes() -> Probes:
+        return services.probes
+
     middleware = (
         [DefineMiddleware(BearerAuthentication, verifier=security.verifier)]
         if security.enabled
         else []
     )
     return Litestar(
-        route_handlers=[JobController, ConnectionController, health, readyz, version],
+        route_handlers=[JobController, ConnectionController, *PROBE_ROUTES, version],
         dependencies={
             "services": Provide(provide_services),
+            "probes": Provide(provide_probes),
             "identity": Provide(provide_identity),
         },
         middleware=middleware,
@@ -86,7 +90,8 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         ),
         cors_config=_cors(security),
         request_max_body_size=MAX_BODY_BYTES,
+        lifespan=[self_probe(services.probes)],
         request_class=JsonRequest,
-        signature_namespace={"ApiServices": ApiServices, "Identity": Identity},
+        signature_namespace={"ApiServices": ApiServices, "Identity": Identity, "Probes": Probes},
         logging_config=None,
     )
