@@ -2,7 +2,8 @@
 
 - ``report()`` runs every dependency's check at once, each within its own deadline, and says
   whether the process can take traffic; while draining it answers at once with the one
-  ``draining`` check instead.
+  ``draining`` check instead. Nothing is cached; reports asked for at the same moment share
+  the checks then running.
 - ``self_probe()`` runs the same checks for liveness: the process is live once they all
   passed. The reference probes once at start, so a dependency that was down then keeps
   liveness failing until a restart; ``probe_until_live`` repeats the probe with backoff until
@@ -97,8 +98,8 @@ def sanitize(text: str) -> str:
 
 class Readiness:
     """The readiness and liveness of one process over ``dependencies``; ``version`` and
-    ``deployment_mode`` are reported as they are. Checks run on every ``report`` (nothing is
-    cached) and are counted in ``metrics``."""
+    ``deployment_mode`` are reported as they are. Checks run on every ``report`` and are
+    counted in ``metrics``."""
 
     def __init__(
         self,
@@ -114,6 +115,7 @@ class Readiness:
         self._metrics = metrics
         self._draining = False
         self._live = not self.dependencies
+        self._running: dict[Dependency, asyncio.Future[CheckResult]] = {}
 
     @property
     def draining(self) -> bool:
@@ -168,10 +170,20 @@ class Readiness:
     def _report(self, checks: Mapping[str, CheckResult]) -> ReadinessReport:
         return ReadinessReport(checks, self.version, self.deployment_mode)
 
-    @staticmethod
-    async def _run(dependencies: Sequence[Dependency]) -> dict[str, CheckResult]:
-        results = await asyncio.gather(*(_check(d) for d in dependencies))
+    async def _run(self, dependencies: Sequence[Dependency]) -> dict[str, CheckResult]:
+        results = await asyncio.gather(*(self._shared_check(d) for d in dependencies))
         return {d.name: result for d, result in zip(dependencies, results, strict=True)}
+
+    async def _shared_check(self, dependency: Dependency) -> CheckResult:
+        """The dependency's check, or the one already running for it: a burst of probes
+        costs the dependency one check at a time. A caller that goes away leaves it running
+        for the others."""
+        running = self._running.get(dependency)
+        if running is None:
+            running = asyncio.ensure_future(_check(dependency))
+            self._running[dependency] = running
+            running.add_done_callback(lambda _: self._running.pop(dependency, None))
+        return await asyncio.shield(running)
 
 
 async def _check(dependency: Dependency) -> CheckResult:

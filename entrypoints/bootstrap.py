@@ -45,7 +45,7 @@ from application.ports.rate_limiter import RateLimiter
 from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
 from application.queries.get_job import GetJob, GetJobHistory
-from application.readiness import Dependency, Readiness
+from application.readiness import Check, Dependency, Readiness
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
 from entrypoints.infrastructure import (
@@ -53,6 +53,7 @@ from entrypoints.infrastructure import (
     database_dependency,
     declare_broker_topology,
     load_key_ring,
+    open_broker_probe,
     open_event_publisher,
     open_event_store,
     open_rabbit_consumer,
@@ -265,12 +266,13 @@ async def bootstrap(
             worker = Worker(run_job=run_job, consumer=consumer)
 
         dependencies: list[Dependency] = [database_dependency(settings, store)]
-        publishers = (
-            [work_queue.check, event_publisher.check]
-            if relay is not None and work_queue is not None and event_publisher is not None
-            else []
-        )
-        broker = broker_dependency(settings, *publishers)
+        broker_checks: list[Check] = []
+        if relay is not None and work_queue is not None and event_publisher is not None:
+            broker_checks = [work_queue.check, event_publisher.check]
+        else:
+            probe = await stack.enter_async_context(open_broker_probe(settings))
+            broker_checks = [probe.check] if probe is not None else []
+        broker = broker_dependency(settings, *broker_checks)
         if broker is not None:
             dependencies.append(broker)
         if worker is not None and storage is not None:

@@ -14,6 +14,7 @@ from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
+from adapters.messaging.rabbitmq_probe import RabbitBrokerProbe
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
@@ -29,7 +30,6 @@ from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
 
-BROKER_CHECK_SECONDS = 2.0
 KEY_FILE = "master.key"
 
 
@@ -120,22 +120,30 @@ def database_dependency(settings: Settings, store: JobEventStore) -> Dependency:
 
 
 def broker_dependency(settings: Settings, *checks: Check) -> Dependency | None:
-    """The broker, through the publishers' ``checks``: ``rabbitmq``, or ``local_broker`` for
-    the in-process queue and events file of the embedded default. A process that publishes
-    nothing (``checks`` empty) checks that the broker's topology exists, over a connection of
-    its own; on the embedded default it has no broker to check."""
+    """The broker, through ``checks`` (the publishers' own, or a ``RabbitBrokerProbe``'s):
+    ``rabbitmq``, or ``local_broker`` for the in-process queue and events file of the
+    embedded default (with nothing to check there, none)."""
+    if not checks:
+        return None
     url = settings.broker.url
     if url is None:
-        return Dependency("local_broker", _all(checks)) if checks else None
-    if not checks:
-
-        async def topology() -> None:
-            await broker_topology(settings).apply(
-                url, passive=True, operation_timeout=BROKER_CHECK_SECONDS
-            )
-
-        checks = (topology,)
+        return Dependency("local_broker", _all(checks))
     return Dependency("rabbitmq", _all(checks), tls=url.startswith("amqps:"))
+
+
+@contextlib.asynccontextmanager
+async def open_broker_probe(settings: Settings) -> AsyncIterator[RabbitBrokerProbe | None]:
+    """For a process that publishes nothing: a probe of the broker on a connection of its
+    own, when a broker is configured."""
+    url = settings.broker.url
+    if url is None:
+        yield None
+        return
+    probe = await RabbitBrokerProbe.connect(url, broker_topology(settings))
+    try:
+        yield probe
+    finally:
+        await probe.close()
 
 
 def storage_dependency(settings: Settings, storage: ResultStorage) -> Dependency:

@@ -82,7 +82,7 @@ def test_production_dependencies_carry_the_reference_names():
     )
     store, storage = InMemoryJobEventStore(), InMemoryResultStorage()
     database = database_dependency(settings, store)
-    broker = broker_dependency(settings)
+    broker = broker_dependency(settings, store.check)
     s3 = storage_dependency(settings, storage)
     assert (database.name, broker.name, s3.name) == ("postgres", "rabbitmq", "s3")
     assert (database.tls, broker.tls, s3.tls) == (None, True, True)
@@ -95,10 +95,11 @@ def test_production_dependencies_carry_the_reference_names():
             "OBJECT_STORAGE_BUCKET": "results",
         }
     )
-    assert broker_dependency(plain).tls is False
+    assert broker_dependency(plain, store.check).tls is False
     assert storage_dependency(plain, storage).tls is False
     assert database_dependency(plain, store).name == "sqlite"
-    assert broker_dependency(embedded(Path("."))) is None  # nothing to check, nothing published
+    assert broker_dependency(plain) is None  # nothing to check
+    assert broker_dependency(embedded(Path(".")), store.check).name == "local_broker"
 
 
 async def test_a_dependency_down_answers_503_and_moves_the_readyz_series(app, tmp_path):  # noqa: F811

@@ -212,3 +212,31 @@ async def test_repeating_the_self_probe_ends_when_stopped():
     stop.set()
     await asyncio.wait_for(probing, 1)
     assert not readiness.live
+
+
+async def test_probes_at_the_same_moment_share_the_check_then_running():
+    calls = 0
+
+    async def slow() -> None:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.2)
+
+    readiness = Readiness([Dependency("rabbitmq", slow)])
+    reports = await asyncio.gather(*(readiness.report() for _ in range(20)))
+    assert all(report.healthy for report in reports)
+    assert calls == 1
+    await readiness.report()
+    assert calls == 2  # nothing kept once it ended
+
+
+async def test_a_probe_that_goes_away_leaves_the_shared_check_to_the_others():
+    async def slow() -> None:
+        await asyncio.sleep(0.2)
+
+    readiness = Readiness([Dependency("rabbitmq", slow)])
+    first = asyncio.create_task(readiness.report())
+    second = asyncio.create_task(readiness.report())
+    await asyncio.sleep(0.05)
+    first.cancel()
+    assert (await second).healthy
