@@ -370,11 +370,14 @@ class Service:
         self._wait_ready(("worker", "relay"))
 
     def _spawn(self, role: str) -> None:
+        with socket.socket() as sock:  # worker and relay each answer probes on a port of their own
+            sock.bind(("127.0.0.1", 0))
+            health_port = sock.getsockname()[1]
         with open(self.logs / f"{role}.log", "wb") as log:
             self.procs[role] = subprocess.Popen(
                 [FETCHER, role],
                 cwd=self.env.get("FETCHER_BENCH_TREE", ROOT),
-                env=self.env,
+                env={**self.env, "HEALTH_PORT": str(health_port), "READYZ_DRAIN_DELAY_SEC": "1"},
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

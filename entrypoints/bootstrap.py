@@ -21,6 +21,7 @@ from adapters.datasources.registry import EngineRegistry
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
+from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
 from application.commands.request_job import RequestJob
@@ -46,24 +47,29 @@ from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import Tracer
 from application.queries.get_job import GetJob, GetJobHistory
+from application.readiness import Check, Dependency, Readiness
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
 from entrypoints.infrastructure import (
+    broker_dependency,
+    database_dependency,
     declare_broker_topology,
     load_key_ring,
+    open_broker_probe,
     open_event_publisher,
     open_event_store,
     open_rabbit_consumer,
     open_result_storage,
     open_sql_adapters,
     open_work_queue,
-    passive_broker_checks,
+    storage_dependency,
 )
 from entrypoints.roles import (
     ALL_ROLES,
+    FOLLOWERS,
     ApiServices,
-    Check,
     Fetcher,
+    Probes,
     Relay,
     Role,
     Worker,
@@ -170,6 +176,7 @@ async def bootstrap(
     run_limits: RunLimits | None = None,
     tracer: Tracer | None = None,
     job_progress: JobProgressStore | None = None,
+    metrics: PrometheusMetrics | None = None,
 ) -> AsyncIterator[Fetcher]:
     """Opens what ``roles`` need from ``settings``, wires those roles, closes it all at exit.
 
@@ -177,11 +184,15 @@ async def bootstrap(
     adapters without wiring use cases themselves. A given ``reader`` is used as it is (it must
     guard its own dials); a given ``host_guard`` turns the SSRF guard on; ``work_consumer``
     builds the consumer around the worker's handler. Bootstrap closes only what it opened.
-    ``roles`` also decides what is opened at all: the relay opens no result storage, the API
-    alone no work queue. Without a ``tracer``, one is opened from the tracing settings (none
-    when tracing is off); ``job_progress`` defaults to the job index when it keeps progress.
+    ``roles`` also decides what is opened at all: only the worker opens result storage, the API
+    alone no work queue. Readiness checks what was opened; ``metrics`` (one registry for the
+    process) is given to every use case and policy that counts its work. Without a ``tracer``,
+    one is opened from the tracing settings (none when tracing is off); ``job_progress``
+    defaults to the job index when it keeps progress.
     """
     roles = frozenset(roles)
+    if metrics is None:
+        metrics = PrometheusMetrics(followers=FOLLOWERS if Role.RELAY in roles else ())
     async with contextlib.AsyncExitStack() as stack:
         if tracer is None:
             tracer = await stack.enter_async_context(
@@ -199,7 +210,7 @@ async def bootstrap(
         if job_progress is None:
             job_progress = progress_store_of(index)
         await declare_broker_topology(settings)
-        if storage is None and roles & {Role.API, Role.WORKER}:
+        if storage is None and Role.WORKER in roles:
             storage = await stack.enter_async_context(open_result_storage(settings))
 
         options = settings.connections
@@ -237,6 +248,7 @@ async def bootstrap(
                 poll_interval=FOLLOWER_POLL_SECONDS if Role.API in roles else RELAY_POLL_SECONDS,
                 queue_is_volatile=isinstance(work_queue, InProcessWorkQueue),
                 tracer=tracer,
+                metrics=metrics,
             )
 
         worker: Worker | None = None
@@ -257,6 +269,7 @@ async def bootstrap(
                 limits=run_limits_from(settings) if run_limits is None else run_limits,
                 tracer=tracer,
                 progress=job_progress,
+                metrics=metrics,
             )
             # In one process, a finished job wakes the emitter at once.
             handler = work_handler(run_job, after=relay.emitter.wake.set if relay else None)
@@ -275,15 +288,30 @@ async def bootstrap(
                 )
             worker = Worker(run_job=run_job, consumer=consumer)
 
+        dependencies: list[Dependency] = [database_dependency(settings, store)]
+        broker_checks: list[Check] = []
+        if relay is not None and work_queue is not None and event_publisher is not None:
+            broker_checks = [work_queue.check, event_publisher.check]
+        else:
+            probe = await stack.enter_async_context(open_broker_probe(settings))
+            broker_checks = [probe.check] if probe is not None else []
+        broker = broker_dependency(settings, *broker_checks)
+        if broker is not None:
+            dependencies.append(broker)
+        if worker is not None and storage is not None:
+            dependencies.append(storage_dependency(settings, storage))
+        probes = Probes(
+            Readiness(
+                dependencies,
+                metrics=metrics,
+                version=settings.probes.version,
+                deployment_mode=settings.probes.deployment_mode,
+            ),
+            metrics,
+        )
+
         api: ApiServices | None = None
         if Role.API in roles:
-            checks: dict[str, Check] = {"event_store": store.check}
-            if work_queue is not None and event_publisher is not None:
-                checks.update(broker=work_queue.check, events=event_publisher.check)
-            else:
-                checks.update(passive_broker_checks(settings))
-            if storage is not None:
-                checks["storage"] = storage.check
             if schema_cache is None:
                 schema_cache = InMemorySchemaCache(options.schema_cache_ttl_seconds)
             if test_limiter is None:
@@ -300,6 +328,7 @@ async def bootstrap(
                     ids,
                     schemas=schema_cache,
                     tracer=tracer,
+                    metrics=metrics,
                 ),
                 get_job=GetJob(store, progress=job_progress),
                 get_job_history=GetJobHistory(store),
@@ -317,10 +346,10 @@ async def bootstrap(
                     max_page_limit=options.max_pagination_limit,
                     max_months=options.max_pagination_months,
                 ),
-                checks=checks,
+                probes=probes,
                 version=settings.version,
                 # In one process, a recorded job wakes the dispatcher at once.
                 on_job_recorded=relay.dispatcher.wake.set if relay else no_op,
                 tracer=tracer,
             )
-        yield Fetcher(api=api, worker=worker, relay=relay)
+        yield Fetcher(api=api, worker=worker, relay=relay, probes=probes)

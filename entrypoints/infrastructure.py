@@ -14,6 +14,7 @@ from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
+from adapters.messaging.rabbitmq_probe import RabbitBrokerProbe
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
@@ -24,12 +25,11 @@ from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
 from application.ports.result_storage import ResultStorage
-from entrypoints.roles import Check
+from application.readiness import Check, Dependency
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
 
-BROKER_CHECK_SECONDS = 2.0
 KEY_FILE = "master.key"
 
 
@@ -112,18 +112,55 @@ async def declare_broker_topology(settings: Settings) -> None:
         await broker_topology(settings).apply(settings.broker.url)
 
 
-def passive_broker_checks(settings: Settings) -> dict[str, Check]:
-    """For a process that publishes nothing: the broker is ready when its topology exists."""
+def database_dependency(settings: Settings, store: JobEventStore) -> Dependency:
+    """The service's database, through the event store (the SQL adapters share it):
+    ``postgres``, or ``sqlite`` on the embedded default."""
+    name = "postgres" if settings.database.postgres is not None else "sqlite"
+    return Dependency(name, store.check)
+
+
+def broker_dependency(settings: Settings, *checks: Check) -> Dependency | None:
+    """The broker, through ``checks`` (the publishers' own, or a ``RabbitBrokerProbe``'s):
+    ``rabbitmq``, or ``local_broker`` for the in-process queue and events file of the
+    embedded default (with nothing to check there, none)."""
+    if not checks:
+        return None
     url = settings.broker.url
-    if not url:
-        return {}
+    if url is None:
+        return Dependency("local_broker", _all(checks))
+    return Dependency("rabbitmq", _all(checks), tls=url.startswith("amqps:"))
 
-    async def broker_ready() -> None:
-        await broker_topology(settings).apply(
-            url, passive=True, operation_timeout=BROKER_CHECK_SECONDS
-        )
 
-    return {"broker": broker_ready}
+@contextlib.asynccontextmanager
+async def open_broker_probe(settings: Settings) -> AsyncIterator[RabbitBrokerProbe | None]:
+    """For a process that publishes nothing: a probe of the broker on a connection of its
+    own, when a broker is configured."""
+    url = settings.broker.url
+    if url is None:
+        yield None
+        return
+    probe = await RabbitBrokerProbe.connect(url, broker_topology(settings))
+    try:
+        yield probe
+    finally:
+        await probe.close()
+
+
+def storage_dependency(settings: Settings, storage: ResultStorage) -> Dependency:
+    """Result storage: ``s3`` (its bucket), or ``local_storage`` for the results folder."""
+    config = settings.storage
+    if not config.uses_s3:
+        return Dependency("local_storage", storage.check)
+    endpoint = config.endpoint
+    return Dependency("s3", storage.check, tls=endpoint is None or endpoint.startswith("https:"))
+
+
+def _all(checks: tuple[Check, ...]) -> Check:
+    async def check() -> None:
+        for each in checks:
+            await each()
+
+    return check
 
 
 @contextlib.asynccontextmanager

@@ -3,12 +3,13 @@ root), and how each is assembled from ports."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
 from typing import TypeVar
 
+from adapters.metrics.prometheus import PrometheusMetrics
 from application.commands.assign_connection import AssignConnection
 from application.commands.check_connection import CheckConnection
 from application.commands.register_connection import ALL_TYPES, RegisterConnection
@@ -39,6 +40,7 @@ from application.ports.messaging import (
     WorkOrder,
     WorkQueue,
 )
+from application.ports.metrics import Metrics
 from application.ports.rate_limiter import RateLimiter
 from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import NO_TRACER, Tracer
@@ -48,13 +50,15 @@ from application.queries.get_job import GetJob, GetJobHistory
 from application.queries.list_connections import ListConnections
 from application.queries.unassigned_connections import ListUnassignedConnections
 from application.queries.validate_schema import ValidateSchema
+from application.readiness import Readiness
 from domain.connection import DatabaseType
 from entrypoints.settings import Settings
 
-Check = Callable[[], Awaitable[None]]
 T = TypeVar("T")
 
 REAPER_POLL_SECONDS = 30.0
+PROJECTION = "projection"
+FOLLOWERS = (publish_work_orders.FOLLOWER_NAME, emit_events.FOLLOWER_NAME, PROJECTION)
 
 
 class Role(Enum):
@@ -89,15 +93,28 @@ def no_op() -> None:
     return None
 
 
+def _bare_metrics() -> PrometheusMetrics:
+    return PrometheusMetrics(process_collectors=False)
+
+
+@dataclass(slots=True)
+class Probes:
+    """What a process answers on ``/health``, ``/readyz`` and ``/metrics``: the readiness of
+    the dependencies it opened, and its metrics (one registry for the whole process)."""
+
+    readiness: Readiness = field(default_factory=Readiness)
+    metrics: PrometheusMetrics = field(default_factory=_bare_metrics)
+
+
 @dataclass(slots=True)
 class ApiServices:
-    """The API role: the use cases behind the routes, and the readiness checks."""
+    """The API role: the use cases behind the routes, and the process's probes."""
 
     request_job: RequestJob
     get_job: GetJob
     get_job_history: GetJobHistory
     connections: ConnectionServices
-    checks: dict[str, Check] = field(default_factory=dict)
+    probes: Probes = field(default_factory=Probes)
     version: str = "0.0.0"
     on_job_recorded: Callable[[], None] = no_op
     """Called after a new job was recorded (wakes a dispatcher running in the same process)."""
@@ -142,7 +159,7 @@ class Fetcher:
     """The roles one process runs, wired on the adapters they share. Asking for a role that
     was not bootstrapped is a programming error (``RuntimeError``)."""
 
-    __slots__ = ("_api", "_relay", "_worker")
+    __slots__ = ("_api", "_relay", "_worker", "probes")
 
     def __init__(
         self,
@@ -150,10 +167,13 @@ class Fetcher:
         api: ApiServices | None = None,
         worker: Worker | None = None,
         relay: Relay | None = None,
+        probes: Probes | None = None,
     ) -> None:
         self._api = api
         self._worker = worker
         self._relay = relay
+        self.probes = Probes() if probes is None else probes
+        """The readiness and metrics of the roles this process runs."""
 
     @property
     def api(self) -> ApiServices:
@@ -241,6 +261,7 @@ def build_relay(
     *,
     poll_interval: float,
     queue_is_volatile: bool = False,
+    metrics: Metrics,
     tracer: Tracer = NO_TRACER,
 ) -> Relay:
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
@@ -249,17 +270,23 @@ def build_relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
             store=store,
-            handle=PublishWorkOrders(store, queue, clock, tracer=tracer),
+            handle=PublishWorkOrders(store, queue, clock, tracer=tracer, metrics=metrics),
             poll_interval=poll_interval,
+            metrics=metrics,
         ),
         emitter=LogFollower(
             name=emit_events.FOLLOWER_NAME,
             store=store,
-            handle=EmitJobEvents(store, publisher, tracer=tracer),
+            handle=EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics),
             poll_interval=poll_interval,
+            metrics=metrics,
         ),
         projection=ProjectionFollower(
-            name="projection", store=store, index=job_index, poll_interval=poll_interval
+            name=PROJECTION,
+            store=store,
+            index=job_index,
+            poll_interval=poll_interval,
+            metrics=metrics,
         ),
         reaper=PeriodicTask(
             name="reaper",
@@ -270,6 +297,7 @@ def build_relay(
                 queue,
                 clock,
                 pending_timeout=timedelta(seconds=settings.engine.pending_timeout_seconds),
+                metrics=metrics,
             ),
         ),
         requeue_on_start=(

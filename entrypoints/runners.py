@@ -6,66 +6,148 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import uvicorn
 
 from application.ports.messaging import WorkConsumer
+from application.readiness import Readiness
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
+from entrypoints.http.ops import create_health_app
 from entrypoints.http.request_deadlines import DeadlineH11Protocol
-from entrypoints.roles import Role
+from entrypoints.roles import Fetcher, Role
 from entrypoints.security import open_http_security
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
 
 HTTP_SHUTDOWN_SECONDS = 5
+STOP_GRACE_SECONDS = 35
+"""How long the roles have to finish once stopped (the consumers' own grace is 30 s)."""
 
 
-def _stop_on_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+class Shutdown:
+    """SIGTERM or SIGINT starts the drain (reference §7.5): readiness answers ``draining`` at
+    once, and after ``drain_seconds`` ``stop`` is set, which closes the listeners and ends the
+    loops. A second signal ends the drain early. Each phase is logged."""
+
+    def __init__(self, drain_seconds: float) -> None:
+        self.drain_seconds = drain_seconds
+        self.requested = asyncio.Event()
+        """Set by the first signal (or when the process must stop at once)."""
+        self.stop = asyncio.Event()
+        """Set when the drain is over."""
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.requested.is_set():
+            log.info("shutdown: %s again, ending the drain now", sig.name)
+            self.stop.set()
+            return
+        log.info(
+            "shutdown: %s received, readiness reports draining for %ss",
+            sig.name,
+            f"{self.drain_seconds:g}",
+        )
+        self.requested.set()
+
+    def now(self) -> None:
+        """Stops without draining (a part of the process ended on its own)."""
+        self.requested.set()
+        self.stop.set()
+
+    async def drain(self, readiness: Readiness) -> None:
+        await self.requested.wait()
+        readiness.start_draining()
+        if not self.stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self.drain_seconds)
+            log.info("shutdown: drain over, closing the listener and finishing in-flight work")
+        self.stop.set()
 
 
-async def _until_stopped(stop: asyncio.Event, *jobs: Coroutine[Any, Any, Any]) -> None:
-    """Runs ``jobs`` until ``stop`` is set or one of them ends (which then stops the rest)."""
+async def _supervise(
+    shutdown: Shutdown, readiness: Readiness, *jobs: Coroutine[Any, Any, Any]
+) -> None:
+    """Runs ``jobs`` (listeners, consumers, loops) with the drain until they have all ended
+    after a shutdown. A job that fails, or ends before a shutdown was
+    asked for, stops the others at once; its error is raised once they have ended."""
+    helpers = [asyncio.create_task(shutdown.drain(readiness))]
     tasks = [asyncio.create_task(job) for job in jobs]
-    stopper = asyncio.create_task(stop.wait())
+    stopper = asyncio.create_task(shutdown.stop.wait())
+    failure: BaseException | None = None
     try:
-        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopper and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+        pending = set(tasks)
+        while pending and not shutdown.stop.is_set():
+            done, pending = await asyncio.wait(
+                {*pending, stopper}, return_when=asyncio.FIRST_COMPLETED
+            )
+            pending.discard(stopper)
+            for task in done - {stopper}:
+                error = None if task.cancelled() else task.exception()
+                if error is not None and failure is None:
+                    failure = error
+                if error is None and not shutdown.requested.is_set():
+                    log.warning("shutdown: a part of the process ended on its own, stopping")
+                if error is not None or not shutdown.requested.is_set():
+                    shutdown.now()
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=STOP_GRACE_SECONDS)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+            for task in pending - late:
+                error = None if task.cancelled() else task.exception()
+                if error is not None and failure is None:
+                    failure = error
     finally:
-        stop.set()
-        _, late = await asyncio.wait(tasks, timeout=35)
-        for task in (*late, stopper):
+        shutdown.now()
+        for task in (*helpers, stopper, *tasks):
             task.cancel()
-        await asyncio.gather(*late, stopper, return_exceptions=True)
+        await asyncio.gather(*helpers, stopper, *tasks, return_exceptions=True)
+    if failure is not None:
+        raise failure
+    log.info("shutdown: complete")
 
 
 async def _consume(consumer: WorkConsumer, stop: asyncio.Event) -> None:
-    """Runs a work consumer until ``stop``, then stops it: in-flight jobs get the consumer's
-    own grace period, and nothing new is taken."""
+    """Runs a work consumer until ``stop``, then stops it: nothing new is taken, in-flight
+    jobs get the consumer's own grace period (the rest go back to the queue)."""
     running = asyncio.create_task(consumer.run())
     stopping = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
+        if stop.is_set():
+            log.info("shutdown: the worker takes no new jobs and finishes those it runs")
         await consumer.stop()
     await running
+    if stop.is_set():
+        log.info("shutdown: the worker finished its jobs")
 
 
-def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves SIGTERM and SIGINT to the runner's ``Shutdown`` (uvicorn
+    would otherwise stop listening at the first signal, before any drain)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _uvicorn(settings: Settings, app: Any, port: int | None = None) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         host=settings.http.host,
-        port=settings.http.port,
+        port=settings.http.port if port is None else port,
         log_level="warning",
         log_config=None,  # uvicorn's lines go through the service's own log handler
         access_log=False,
@@ -77,9 +159,7 @@ def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
         # its body) is cut, so shutdown is not held by it.
         timeout_graceful_shutdown=HTTP_SHUTDOWN_SECONDS,
     )
-    server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    return server
+    return _Server(config)
 
 
 async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
@@ -96,10 +176,18 @@ async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
         raise SettingsError(f"could not listen on {server.config.host}:{server.config.port}")
 
 
+def _health_server(settings: Settings, fetcher: Fetcher) -> uvicorn.Server:
+    server = _uvicorn(settings, create_health_app(fetcher.probes), settings.probes.health_port)
+    log.info(
+        "health, readiness and metrics on http://%s:%d", settings.http.host, server.config.port
+    )
+    return server
+
+
 async def serve(settings: Settings) -> None:
     """Every role in one process; on the embedded default, an in-process work queue."""
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
+    shutdown = Shutdown(settings.probes.drain_seconds)
+    shutdown.install()
     async with open_http_security(settings) as security, bootstrap(settings) as fetcher:
         relay, consumer = fetcher.relay, fetcher.worker.consumer
         if relay.requeue_on_start is not None:
@@ -108,17 +196,18 @@ async def serve(settings: Settings) -> None:
                 log.info("requeued %d pending jobs after a restart", requeued)
         server = _uvicorn(settings, create_app(fetcher.api, security))
         log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
-        await _until_stopped(
-            stop,
-            _serve_http(server, stop),
-            *(loop.run(stop) for loop in relay.loops),
-            _consume(consumer, stop),
+        await _supervise(
+            shutdown,
+            fetcher.probes.readiness,
+            _serve_http(server, shutdown.stop),
+            *(loop.run(shutdown.stop) for loop in relay.loops),
+            _consume(consumer, shutdown.requested),
         )
 
 
 async def api(settings: Settings) -> None:
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
+    shutdown = Shutdown(settings.probes.drain_seconds)
+    shutdown.install()
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
     async with (
@@ -127,24 +216,36 @@ async def api(settings: Settings) -> None:
     ):
         server = _uvicorn(settings, create_app(fetcher.api, security))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
-        await _until_stopped(stop, _serve_http(server, stop))
+        await _supervise(shutdown, fetcher.probes.readiness, _serve_http(server, shutdown.stop))
 
 
 async def worker(settings: Settings) -> None:
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
+    shutdown = Shutdown(settings.probes.drain_seconds)
+    shutdown.install()
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher worker`")
     async with bootstrap(settings, roles={Role.WORKER}) as fetcher:
+        health = _health_server(settings, fetcher)
         log.info("fetcher worker consuming %s", settings.broker.work_queue)
-        await _until_stopped(stop, _consume(fetcher.worker.consumer, stop))
+        await _supervise(
+            shutdown,
+            fetcher.probes.readiness,
+            _serve_http(health, shutdown.stop),
+            _consume(fetcher.worker.consumer, shutdown.requested),
+        )
 
 
 async def relay(settings: Settings) -> None:
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
+    shutdown = Shutdown(settings.probes.drain_seconds)
+    shutdown.install()
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher relay`")
     async with bootstrap(settings, roles={Role.RELAY}) as fetcher:
+        health = _health_server(settings, fetcher)
         log.info("fetcher relay following the event log")
-        await _until_stopped(stop, *(loop.run(stop) for loop in fetcher.relay.loops))
+        await _supervise(
+            shutdown,
+            fetcher.probes.readiness,
+            _serve_http(health, shutdown.stop),
+            *(loop.run(shutdown.stop) for loop in fetcher.relay.loops),
+        )

@@ -73,6 +73,46 @@ class HttpSettings:
         )
 
 
+DEFAULT_HEALTH_PORT = 4007
+DEFAULT_DRAIN_SECONDS = 12
+DEPLOYMENT_MODES = ("saas", "byoc", "local")
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSettings:
+    """Health, readiness, metrics and shutdown (README "Health, readiness and metrics")."""
+
+    health_port: int = DEFAULT_HEALTH_PORT
+    """``HEALTH_PORT``: where ``fetcher worker`` and ``fetcher relay`` answer ``/health``,
+    ``/readyz`` and ``/metrics``, on the host of ``SERVER_ADDRESS`` (``fetcher api`` and
+    ``fetcher serve`` answer on the API port). Out of range (≤ 0 or > 65535): 4007, as the
+    reference."""
+    drain_seconds: int = DEFAULT_DRAIN_SECONDS
+    """``READYZ_DRAIN_DELAY_SEC``: after SIGTERM or SIGINT, how long ``/readyz`` answers 503
+    ``draining`` before the listener closes and in-flight work is finished; ``0`` or unset:
+    12, negative: 1, as the reference."""
+    deployment_mode: str = "local"
+    """``DEPLOYMENT_MODE``: ``saas``, ``byoc`` or ``local`` (any other value: ``local``),
+    reported by ``/readyz``."""
+    version: str = "unknown"
+    """``OTEL_RESOURCE_SERVICE_VERSION`` (else ``VERSION``, else ``unknown``): the version
+    ``/readyz`` reports."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ProbeSettings:
+        port = _int(env, "HEALTH_PORT", DEFAULT_HEALTH_PORT, positive=False)
+        drain = _int(env, "READYZ_DRAIN_DELAY_SEC", 0, positive=False)
+        mode = env.get("DEPLOYMENT_MODE", "").strip().lower()
+        return cls(
+            health_port=port if 0 < port < 65536 else DEFAULT_HEALTH_PORT,
+            drain_seconds=DEFAULT_DRAIN_SECONDS if drain == 0 else max(drain, 1),
+            deployment_mode=mode if mode in DEPLOYMENT_MODES else "local",
+            version=env.get("OTEL_RESOURCE_SERVICE_VERSION", "").strip()
+            or env.get("VERSION", "").strip()
+            or "unknown",
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class KeySettings:
     master_key: str | None = field(repr=False)
@@ -411,6 +451,7 @@ class Settings:
     connections: ConnectionSettings = field(default_factory=ConnectionSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
+    probes: ProbeSettings = field(default_factory=ProbeSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -428,6 +469,7 @@ class Settings:
             connections=_connection_settings(env),
             security=SecuritySettings.from_env(env),
             tracing=_tracing_settings(env),
+            probes=ProbeSettings.from_env(env),
         )
 
 

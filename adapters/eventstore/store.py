@@ -263,6 +263,13 @@ class EventsourcingJobEventStore(JobEventStore):
         )
         return [LoggedEvent(n.id, self._decode(mapper, n)) for n in notifications]
 
+    async def last_notification_id(self) -> int:
+        return await self._run(self._last_notification_id)
+
+    def _last_notification_id(self) -> int:
+        recorder, _ = self._ensure_open()
+        return recorder.max_notification_id() or 0
+
     async def position(self, follower: str) -> int:
         _check_follower(follower)
         return await self._run(self._position, follower)

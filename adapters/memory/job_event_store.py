@@ -107,6 +107,11 @@ class InMemoryJobEventStore(JobEventStore):
         await self._pause()
         return logged
 
+    async def last_notification_id(self) -> int:
+        self._guard()
+        with self._lock:
+            return len(self._log)
+
     async def position(self, follower: str) -> int:
         self._guard()
         _check_follower(follower)

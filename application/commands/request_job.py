@@ -16,6 +16,7 @@ from application.log_context import bind_log_fields
 from application.ports.clock import Clock, IdGenerator
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
+from application.ports.metrics import NO_METRICS, JobMetrics
 from application.ports.schema_cache import SchemaCache, SchemaKey
 from application.ports.tracer import NO_TRACER, Tracer
 from domain import dedup
@@ -70,6 +71,7 @@ class RequestJob:
     tracer: Tracer = field(default=NO_TRACER)
     """Its current context is recorded with the job, so the job's later work joins the
     request's trace."""
+    metrics: JobMetrics = NO_METRICS
 
     async def __call__(
         self,
@@ -97,6 +99,7 @@ class RequestJob:
         slot_id = dedup.slot_id(request.request_hash)
         existing = await self._blocking_job(slot_id)
         if existing is not None:
+            self.metrics.job_requested(duplicate=True)
             return RequestJobResult(existing, created=False)
         connections = await self._resolve(request)
         self._check_ownership(request, connections)
@@ -107,6 +110,7 @@ class RequestJob:
             if slot.job_id is not None:
                 holder = await self._job(slot.job_id)
                 if holder is not None and holder.blocks_duplicate(self.clock.now()):
+                    self.metrics.job_requested(duplicate=True)
                     return RequestJobResult(holder, created=False)
             now = self.clock.now()
             requested = request_job(
@@ -121,6 +125,7 @@ class RequestJob:
             except ConcurrencyConflict:
                 continue
             job = apply(requested, None)
+            self.metrics.job_requested(duplicate=False)
             return RequestJobResult(job, created=True)
         raise ConcurrencyConflict("the request could not be recorded; please retry")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -15,18 +15,21 @@ from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
 from application.errors import CredentialKeyMissing, StorageError
 from application.extraction_plan import DatasourcePlan, ExtractionError, plan_datasource
+from application.failure_reasons import failure_reason
 from application.log_context import log_fields
 from application.ports.clock import Clock
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_progress import JobProgressStore
 from application.ports.messaging import Settlement
+from application.ports.metrics import NO_METRICS, FailureReason, JobMetrics
 from application.ports.result_sealer import ResultSealer
 from application.ports.result_storage import ResultStorage
 from application.ports.tracer import NO_TRACER, TraceCarrier, Tracer
 from application.progress import PROGRESS_INTERVAL_SECONDS, ProgressReporter
 from application.result_writer import ResultProgress, WrittenResult, write_result
 from application.tasks import first_error
+from application.timed_upload import TimedUpload
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
 from domain.job import Job, ResultRef
@@ -91,6 +94,7 @@ class RunJob:
     tracer: Tracer = field(default=NO_TRACER)
     progress: JobProgressStore | None = None
     progress_interval: float = PROGRESS_INTERVAL_SECONDS
+    metrics: JobMetrics = NO_METRICS
 
     async def __call__(
         self, job_id: UUID, *, request_id: str = "", trace_context: TraceCarrier | None = None
@@ -132,13 +136,15 @@ class RunJob:
             async with reporter.reporting(job, progress):
                 written = await self._extract_with_retries(job, progress)
         except FetcherError as error:
-            return await self._record_failure(job, redact(error.message), started, progress)
+            reason = failure_reason(error)
+            return await self._record_failure(job, redact(error.message), reason, started, progress)
         except Exception:
             log.exception("job.error")
+            message = "operation failed: internal error"
             return await self._record_failure(
-                job, "operation failed: internal error", started, progress
+                job, message, FailureReason.INTERNAL, started, progress
             )
-        return await self._record_success(job, written, _elapsed_ms(started))
+        return await self._record_success(job, written, started)
 
     async def _extract_with_retries(self, job: Job, progress: ResultProgress) -> WrittenResult:
         for attempt in range(1, self.limits.attempts + 1):
@@ -158,7 +164,7 @@ class RunJob:
             async with asyncio.timeout(self.limits.timeout):
                 with self.tracer.span("job.plan"):
                     plans = await self._plan(job)
-                upload = await self.storage.begin(key)
+                upload = TimedUpload(await self.storage.begin(key))
                 try:
                     with self.tracer.span("job.extract"):
                         written = await write_result(
@@ -175,6 +181,7 @@ class RunJob:
                 except BaseException:
                     await asyncio.shield(upload.abort())
                     raise
+                self.metrics.result_uploaded(upload.seconds)
         except TimeoutError:
             raise ExtractionError("timeout", "execution exceeded its deadline") from None
         return written
@@ -208,9 +215,9 @@ class RunJob:
             raise first_error(group_error) from None
         return [task.result() for task in tasks]
 
-    async def _record_success(
-        self, job: Job, written: WrittenResult, elapsed_ms: int
-    ) -> Settlement:
+    async def _record_success(self, job: Job, written: WrittenResult, started: float) -> Settlement:
+        seconds = time.monotonic() - started
+        elapsed_ms = int(seconds * 1000)
         now = self.clock.now()
         ref = ResultRef(
             path=RESULT_KEY.format(job_id=job.id),
@@ -226,24 +233,48 @@ class RunJob:
             "bytes": written.size_bytes,
             "duration_ms": elapsed_ms,
         }
-        return await self._append(job, [stored, completed], "job.completed", outcome)
+
+        def count() -> None:
+            self.metrics.job_completed(
+                seconds=seconds, rows=written.row_count, size_bytes=written.size_bytes
+            )
+
+        return await self._append(job, [stored, completed], "job.completed", outcome, count)
 
     async def _record_failure(
-        self, job: Job, message: str, started: float, progress: ResultProgress
+        self,
+        job: Job,
+        message: str,
+        reason: FailureReason,
+        started: float,
+        progress: ResultProgress,
     ) -> Settlement:
+        seconds = time.monotonic() - started
         failed = jobs.fail(job, message, self.clock.now(), self.worker_id)
         outcome = {
             "error": message,
             "rows": progress.rows,
             "bytes": progress.bytes,
-            "duration_ms": _elapsed_ms(started),
+            "duration_ms": int(seconds * 1000),
         }
-        return await self._append(job, [failed], "job.failed", outcome)
+        return await self._append(
+            job,
+            [failed],
+            "job.failed",
+            outcome,
+            lambda: self.metrics.job_failed(reason, seconds=seconds),
+        )
 
     async def _append(
-        self, job: Job, events: list[Any], outcome: str, fields: dict[str, Any]
+        self,
+        job: Job,
+        events: list[Any],
+        outcome: str,
+        fields: dict[str, Any],
+        recorded: Callable[[], None],
     ) -> Settlement:
-        """Records the outcome (then logs it as ``outcome`` with ``fields``)."""
+        """Records the outcome, retrying while the store is unavailable; once recorded, logs
+        it as ``outcome`` with ``fields`` and calls ``recorded`` (the metrics)."""
         for attempt in range(self.limits.attempts):
             try:
                 with self.tracer.span("job.record"):
@@ -255,10 +286,7 @@ class RunJob:
                 await asyncio.sleep(self.limits.retry_backoff * 2**attempt)
                 continue
             log.info(outcome, extra=fields)
+            recorded()
             return Settlement.ACK
         log.warning("job.outcome.unrecorded", extra={"outcome": outcome})
         return Settlement.REQUEUE
-
-
-def _elapsed_ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from application.errors import PublishFailed
 from application.log_context import log_fields
 from application.policies.messages import notification_body
+from application.policies.publish_attempts import PublishAttempts
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.messaging import JobEventPublisher, JobNotification
+from application.ports.metrics import NO_METRICS, MessageKind, RelayMetrics
 from application.ports.tracer import NO_TRACER, Tracer
 from domain import job as jobs
 from domain.job import JobCompleted, JobFailed
@@ -27,6 +29,11 @@ class EmitJobEvents:
     store: JobEventStore
     publisher: JobEventPublisher
     tracer: Tracer = field(default=NO_TRACER)
+    metrics: RelayMetrics = NO_METRICS
+    _attempts: PublishAttempts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._attempts = PublishAttempts(MessageKind.EVENT, self.metrics)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
@@ -58,7 +65,8 @@ class EmitJobEvents:
                 trace_context=self.tracer.carrier(),
             )
             try:
-                await self.publisher.publish(notification)
+                with self._attempts.attempt(logged.notification_id):
+                    await self.publisher.publish(notification)
             except PublishFailed as error:
                 log.warning("job.event.retrying", extra={"status": job.status, "error": str(error)})
                 raise

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.job_index import JobIndex
+from application.ports.metrics import NO_METRICS, RelayMetrics
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +26,14 @@ class _Loop:
     poll_interval: float = 0.5
     max_backoff: float = 30.0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    metrics: RelayMetrics = NO_METRICS
 
     async def run_once(self) -> int:
         raise NotImplementedError
+
+    async def measure_lag(self) -> None:
+        """Reports how far behind the log this loop is (a follower of the log does)."""
+        return None
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = self.poll_interval
@@ -36,6 +43,8 @@ class _Loop:
                 backoff = self.poll_interval
             except Exception as error:
                 log.warning("%s: will retry in %.1fs after: %s", self.name, backoff, error)
+                with contextlib.suppress(Exception):
+                    await self.measure_lag()
                 await _sleep_or(stop, backoff)
                 backoff = min(backoff * 2, self.max_backoff)
                 continue
@@ -64,7 +73,12 @@ class LogFollower(_Loop):
         for item in logged:
             await self.handle(item)
             await self.store.advance(self.name, item.notification_id)
+        await _report_lag(self, logged, self.batch)
         return len(logged)
+
+    async def measure_lag(self) -> None:
+        last = await self.store.last_notification_id()
+        self.metrics.follower_lag(self.name, last - await self.store.position(self.name))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -81,7 +95,12 @@ class ProjectionFollower(_Loop):
             await self.index.position(), self.batch
         )
         await self.index.project(logged)
+        await _report_lag(self, logged, self.batch)
         return len(logged)
+
+    async def measure_lag(self) -> None:
+        last = await self.store.last_notification_id()
+        self.metrics.follower_lag(self.name, last - await self.index.position())
 
 
 @dataclass(slots=True, kw_only=True)
@@ -93,6 +112,17 @@ class PeriodicTask(_Loop):
     async def run_once(self) -> int:
         await self.action()
         return 0
+
+
+async def _report_lag(
+    loop: LogFollower | ProjectionFollower, handled: Sequence[LoggedEvent], batch: int
+) -> None:
+    """After a batch: a short one read the log to its end, so nothing was left (0); after a
+    full one, the log is asked how far it goes."""
+    if len(handled) < batch:
+        loop.metrics.follower_lag(loop.name, 0)
+    else:
+        await loop.measure_lag()
 
 
 async def _sleep_or(stop: asyncio.Event, seconds: float, wake: asyncio.Event | None = None) -> None:

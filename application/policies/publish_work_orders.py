@@ -9,9 +9,11 @@ from datetime import timedelta
 from application.errors import PublishFailed
 from application.log_context import log_fields
 from application.policies.messages import work_order
+from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.messaging import WorkQueue
+from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
 from application.ports.tracer import NO_TRACER, Tracer
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, InvalidTransition
@@ -37,6 +39,11 @@ class PublishWorkOrders:
     clock: Clock
     deadline: timedelta = timedelta(minutes=10)
     tracer: Tracer = field(default=NO_TRACER)
+    metrics: Metrics = NO_METRICS
+    _attempts: PublishAttempts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._attempts = PublishAttempts(MessageKind.WORK_ORDER, self.metrics)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
@@ -50,11 +57,14 @@ class PublishWorkOrders:
 
     async def _dispatch(self, job: Job) -> None:
         try:
-            with self.tracer.span(
-                "job.dispatch",
-                parent=job.trace_context,
-                kind="producer",
-                attributes={"fetcher.job_id": str(job.id)},
+            with (
+                self.tracer.span(
+                    "job.dispatch",
+                    parent=job.trace_context,
+                    kind="producer",
+                    attributes={"fetcher.job_id": str(job.id)},
+                ),
+                self._attempts.attempt(job.id),
             ):
                 await self.queue.publish(work_order(job, self.tracer.carrier()))
         except PublishFailed as error:
@@ -62,10 +72,12 @@ class PublishWorkOrders:
             if now - job.created_at < self.deadline:
                 log.warning("job.dispatch.retrying", extra={"error": str(error)})
                 raise
+            self._attempts.forget(job.id)
             log.warning("job.dispatch.failed", extra={"error": str(error)})
             try:
                 await self.store.append([jobs.fail(job, DISPATCH_FAILED, now)])
             except (ConcurrencyConflict, InvalidTransition):
                 return
+            self.metrics.job_failed(FailureReason.DISPATCH)
             return
         log.info("job.dispatched")

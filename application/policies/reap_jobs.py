@@ -15,10 +15,12 @@ from uuid import UUID
 
 from application.log_context import log_fields
 from application.policies.messages import work_order
+from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.messaging import WorkQueue
+from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, InvalidTransition
 from domain.job import Phase
@@ -35,16 +37,26 @@ class ReapJobs:
     pending_timeout: timedelta = timedelta(hours=1)
     max_attempts: int = 3
     redispatch_every: timedelta = timedelta(minutes=5)
+    metrics: Metrics = NO_METRICS
     _redispatched: dict[UUID, datetime] = field(default_factory=dict)
+    _expiries_seen: dict[UUID, int] = field(default_factory=dict)
+    _attempts: PublishAttempts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._attempts = PublishAttempts(MessageKind.WORK_ORDER, self.metrics)
 
     async def __call__(self) -> int:
         now = self.clock.now()
         self._forget_redispatches_before(now - self.redispatch_every)
         acted = 0
-        for summary in await self.index.stalled(now=now, pending_before=now - self.pending_timeout):
+        stalled = await self.index.stalled(now=now, pending_before=now - self.pending_timeout)
+        self._forget_expiries_except({summary.job_id for summary in stalled})
+        for summary in stalled:
             job = jobs.fold(await self.store.job_events(summary.job_id))
             if job is None or job.is_terminal:
                 continue
+            if job.lease_expired(now):
+                self._count_expiry(job)
             try:
                 with log_fields(job_id=str(job.id), request_id=job.request_id):
                     acted += await self._reap(job, now)
@@ -55,14 +67,16 @@ class ReapJobs:
     async def _reap(self, job: jobs.Job, now: datetime) -> int:
         if job.phase is Phase.REQUESTED:
             minutes = int(self.pending_timeout.total_seconds() // 60)
-            await self._fail(job, f"job was not picked up within {minutes} minutes", now)
+            message = f"job was not picked up within {minutes} minutes"
+            await self._fail(job, message, now, FailureReason.NOT_PICKED_UP)
         elif job.lease_expired(now) and job.attempts >= self.max_attempts:
-            await self._fail(
-                job, f"job abandoned: its worker stopped after {job.attempts} attempts", now
-            )
+            message = f"job abandoned: its worker stopped after {job.attempts} attempts"
+            await self._fail(job, message, now, FailureReason.ABANDONED)
         elif job.lease_expired(now) and self._due(job.id, now):
-            await self.queue.publish(work_order(job))
+            with self._attempts.attempt(job.id):
+                await self.queue.publish(work_order(job))
             self._redispatched[job.id] = now
+            self.metrics.job_reclaimed()
             log.info("job.redispatched", extra={"reason": "lease expired"})
         else:
             return 0
@@ -74,10 +88,24 @@ class ReapJobs:
         for job_id in [j for j, last in self._redispatched.items() if last <= moment]:
             del self._redispatched[job_id]
 
+    def _count_expiry(self, job: jobs.Job) -> None:
+        """Counts an expired lease once, however many rounds find it."""
+        if self._expiries_seen.get(job.id) != job.attempts:
+            self._expiries_seen[job.id] = job.attempts
+            self.metrics.lease_expired()
+
+    def _forget_expiries_except(self, stalled: set[UUID]) -> None:
+        """A job that is no longer stalled was claimed again or ended: its lease is done."""
+        for job_id in [j for j in self._expiries_seen if j not in stalled]:
+            del self._expiries_seen[job_id]
+
     def _due(self, job_id: UUID, now: datetime) -> bool:
         last = self._redispatched.get(job_id)
         return last is None or now - last >= self.redispatch_every
 
-    async def _fail(self, job: jobs.Job, message: str, now: datetime) -> None:
+    async def _fail(
+        self, job: jobs.Job, message: str, now: datetime, reason: FailureReason
+    ) -> None:
         await self.store.append([jobs.fail(job, message, now)])
+        self.metrics.job_failed(reason)
         log.info("job.reaped", extra={"error": message})

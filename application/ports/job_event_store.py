@@ -29,6 +29,7 @@ class JobEventStore(Protocol):
       of the last event written.
     - ``read_log`` returns events with notification ids greater than ``after``, ascending, at
       most ``limit``. Every appended event appears in the log exactly once.
+    - ``last_notification_id`` is the id of the newest event in the log (0 when empty).
     - ``position``/``advance`` keep one tracked position per follower name; ``advance`` never
       moves a position backwards.
     - Unavailability raises ``domain.errors.Unavailable``. All methods are safe to call from the
@@ -42,6 +43,8 @@ class JobEventStore(Protocol):
     async def append(self, events: Sequence[DomainEvent]) -> int: ...
 
     async def read_log(self, after: int, limit: int) -> list[LoggedEvent]: ...
+
+    async def last_notification_id(self) -> int: ...
 
     async def position(self, follower: str) -> int: ...
 

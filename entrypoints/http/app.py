@@ -24,9 +24,9 @@ from entrypoints.http.auth import (
 from entrypoints.http.connection_routes import ConnectionController
 from entrypoints.http.errors import EXCEPTION_HANDLERS
 from entrypoints.http.job_routes import JobController
-from entrypoints.http.ops import health, readyz, version
+from entrypoints.http.ops import PROBE_ROUTES, self_probe, version
 from entrypoints.http.request_context import QUIET_PATHS, STATE_KEY, RequestContext, route_name
-from entrypoints.roles import ApiServices
+from entrypoints.roles import ApiServices, Probes
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 JSON_MEDIA_TYPE = "application/json"
@@ -88,15 +88,19 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
     async def provide_services() -> ApiServices:
         return services
 
+    async def provide_probes() -> Probes:
+        return services.probes
+
     middleware = (
         [DefineMiddleware(BearerAuthentication, verifier=security.verifier)]
         if security.enabled
         else []
     )
     app = Litestar(
-        route_handlers=[JobController, ConnectionController, health, readyz, version],
+        route_handlers=[JobController, ConnectionController, *PROBE_ROUTES, version],
         dependencies={
             "services": Provide(provide_services),
+            "probes": Provide(provide_probes),
             "identity": Provide(provide_identity),
         },
         middleware=middleware,
@@ -110,8 +114,9 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         ),
         cors_config=_cors(security),
         request_max_body_size=MAX_BODY_BYTES,
+        lifespan=[self_probe(services.probes)],
         request_class=JsonRequest,
-        signature_namespace={"ApiServices": ApiServices, "Identity": Identity},
+        signature_namespace={"ApiServices": ApiServices, "Identity": Identity, "Probes": Probes},
         logging_config=None,
         plugins=_tracing_plugins(services),
     )

@@ -1,54 +1,127 @@
-"""Operational routes: liveness, readiness, version."""
+"""Operational routes: liveness, readiness, metrics (reference §7) and version.
+
+The API serves them on its port; ``fetcher worker`` and ``fetcher relay`` serve the first three
+on ``HEALTH_PORT`` (``create_health_app``). They depend on the process's ``Probes`` only.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from litestar import Response, get
-from litestar.di import NamedDependency
+from litestar import Litestar, Request, Response, get
+from litestar.di import NamedDependency, Provide
 
+from application.readiness import ReadinessReport
 from application.timefmt import rfc3339nano
-from domain.redaction import redact
-from entrypoints.http.schemas import Health, VersionView
-from entrypoints.roles import ApiServices
+from entrypoints.http.schemas import CheckView, Health, ReadinessView, VersionView
+from entrypoints.roles import ApiServices, Probes
 
-CHECK_TIMEOUT = 2.0
-
-
-@get("/health", tags=["operations"], summary="Liveness")
-async def health() -> Health:
-    return Health(status="healthy")
+HEALTHY = Health(status="healthy")
+UNHEALTHY = Health(status="unhealthy", reason="self-probe failed")
 
 
-async def _run_check(check: Any) -> dict[str, Any]:
-    started = time.monotonic()
-    try:
-        await asyncio.wait_for(check(), CHECK_TIMEOUT)
-    except TimeoutError:
-        return {"status": "down", "error": "check timeout"}
-    except Exception as error:
-        return {"status": "down", "error": redact(str(error))[:512]}
-    return {"status": "up", "latency_ms": int((time.monotonic() - started) * 1000)}
+@get("/health", tags=["operations"], summary="Liveness: the start-up self-probe passed")
+async def health(probes: NamedDependency[Probes]) -> Response[Health]:
+    if probes.readiness.live:
+        return Response(HEALTHY, status_code=200)
+    return Response(UNHEALTHY, status_code=503)
 
 
-@get("/readyz", tags=["operations"], summary="Readiness of the event store, broker and storage")
-async def readyz(services: NamedDependency[ApiServices]) -> Response[dict[str, Any]]:
-    names = list(services.checks)
-    results = await asyncio.gather(*(_run_check(services.checks[n]) for n in names))
-    checks = dict(zip(names, results, strict=True))
-    healthy = all(r["status"] == "up" for r in results)
-    body = {
-        "status": "healthy" if healthy else "unhealthy",
-        "checks": checks,
-        "version": services.version,
-        "deployment_mode": "local",
-    }
-    return Response(body, status_code=200 if healthy else 503)
+def readiness_view(report: ReadinessReport, tenant_id: str | None = None) -> ReadinessView:
+    """The readiness body (reference §7.2) of ``report``; ``tenant_id`` for a tenant's."""
+    return ReadinessView(
+        status="healthy" if report.healthy else "unhealthy",
+        checks={
+            name: CheckView(
+                status=check.status.value,
+                latency_ms=check.latency_ms,
+                tls=check.tls,
+                error=check.error,
+                reason=check.reason,
+            )
+            for name, check in report.checks.items()
+        },
+        version=report.version,
+        deployment_mode=report.deployment_mode,
+        tenant_id=tenant_id,
+    )
+
+
+def readiness_response(
+    report: ReadinessReport, tenant_id: str | None = None
+) -> Response[ReadinessView]:
+    """200 with the body when every check passed, else 503."""
+    return Response(readiness_view(report, tenant_id), status_code=200 if report.healthy else 503)
+
+
+@get(
+    "/readyz",
+    tags=["operations"],
+    summary="Readiness of the database, broker and storage this process uses",
+)
+async def readyz(probes: NamedDependency[Probes]) -> Response[ReadinessView]:
+    return readiness_response(await probes.readiness.report())
+
+
+@get(
+    "/metrics",
+    tags=["operations"],
+    summary="Prometheus metrics of this process",
+    media_type="text/plain",
+)
+async def metrics(
+    request: Request[Any, Any, Any], probes: NamedDependency[Probes]
+) -> Response[bytes]:
+    body, content_type = probes.metrics.exposition(request.headers.get("accept", ""))
+    return Response(body, media_type=content_type)
 
 
 @get("/version", tags=["operations"], summary="Service version")
 async def version(services: NamedDependency[ApiServices]) -> VersionView:
     return VersionView(version=services.version, requestDate=rfc3339nano(datetime.now(UTC)))
+
+
+PROBE_ROUTES = (health, readyz, metrics)
+
+
+def self_probe(probes: Probes) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:
+    """The app's lifespan step for liveness: the self-probe runs once before the app serves,
+    then again in the background (with backoff) until it passes."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        readiness = probes.readiness
+        stop = asyncio.Event()
+        retry = None
+        if not await readiness.self_probe():
+            retry = asyncio.create_task(readiness.probe_until_live(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            if retry is not None:
+                retry.cancel()
+                await asyncio.gather(retry, return_exceptions=True)
+
+    return lifespan
+
+
+def create_health_app(probes: Probes) -> Litestar:
+    """The health port of a process without the API: ``/health``, ``/readyz``, ``/metrics``."""
+
+    async def provide_probes() -> Probes:
+        return probes
+
+    return Litestar(
+        route_handlers=list(PROBE_ROUTES),
+        dependencies={"probes": Provide(provide_probes)},
+        signature_namespace={"Probes": Probes},
+        lifespan=[self_probe(probes)],
+        openapi_config=None,
+        logging_config=None,
+    )

@@ -205,8 +205,25 @@ class ErrorBody(msgspec.Struct, omit_defaults=True):
     """Only on the errors of a connection's model rules, as in the reference: ``connection``."""
 
 
-class Health(msgspec.Struct):
+class Health(msgspec.Struct, omit_defaults=True):
     status: str
+    reason: str | None = None
+
+
+class CheckView(msgspec.Struct, omit_defaults=True):
+    status: str
+    latency_ms: int | None = None
+    tls: bool | None = None
+    error: str | None = None
+    reason: str | None = None
+
+
+class ReadinessView(msgspec.Struct, omit_defaults=True):
+    status: str
+    checks: dict[str, CheckView]
+    version: str
+    deployment_mode: str
+    tenant_id: str | None = None
 
 
 class VersionView(msgspec.Struct):

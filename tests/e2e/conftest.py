@@ -111,12 +111,20 @@ class Processes:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)
     """What a caller sends to the API: a bearer token with every permission, when auth is on."""
+    health_urls: dict[str, str] = field(default_factory=dict)
+    """Where each started worker or relay (by log name) answers ``/health``, ``/readyz`` and
+    ``/metrics`` (its ``HEALTH_PORT``, a free port of its own)."""
 
-    def start(self, role: str, name: str | None = None) -> subprocess.Popen[bytes]:
-        """Starts ``fetcher <role>``, its output in ``<name or role>.log``."""
-        log = open(self.logs / f"{name or role}.log", "wb")
+    def start(self, role: str, name: str | None = None, **env: str) -> subprocess.Popen[bytes]:
+        """Starts ``fetcher <role>`` with ``env`` added, its output in ``<name or role>.log``."""
+        name = name or role
+        environment = {**self.env, **env}
+        if role in ("worker", "relay") and "HEALTH_PORT" not in env:
+            environment["HEALTH_PORT"] = str(free_port())
+        self.health_urls[name] = f"http://127.0.0.1:{environment.get('HEALTH_PORT', '4007')}"
+        log = open(self.logs / f"{name}.log", "wb")
         proc = subprocess.Popen(
-            [FETCHER, role], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            [FETCHER, role], cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT
         )
         self.procs.append(proc)
         return proc
@@ -156,13 +164,20 @@ class Processes:
 
 ISOLATED_SETTINGS = (
     "FETCHER_", "RABBITMQ_", "OBJECT_STORAGE_", "APP_ENC", "PLUGIN_AUTH", "OTEL_",
-    "ENABLE_TELEMETRY", "LOG_FORMAT",
+    "ENABLE_TELEMETRY", "LOG_FORMAT", "READYZ_", "HEALTH_PORT", "DEPLOYMENT_MODE",
 )  # fmt: skip
 """Settings of the caller's environment that never reach the processes under test."""
 
 
 def base_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED_SETTINGS)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(ISOLATED_SETTINGS)
+        and k not in ("HEALTH_PORT", "DEPLOYMENT_MODE", "OTEL_RESOURCE_SERVICE_VERSION")
+    }
+    # A short drain, so that stopping a process does not hold a test for 12 seconds.
+    env["READYZ_DRAIN_DELAY_SEC"] = "1"
     env.update(extra)
     env["LOG_LEVEL"] = "INFO"
     return env

@@ -187,6 +187,15 @@ class JobEventStoreContract:
         assert await store.read_log(ids[-1], 100) == []
         assert await store.read_log(0, 0) == []
 
+    async def test_last_notification_id_is_the_newest_event_in_the_log(
+        self, store: JobEventStore
+    ) -> None:
+        assert await store.last_notification_id() == 0
+        await store.append([_requested()])
+        last = await store.append(_full_history(uuid4()))
+        assert await store.last_notification_id() == last
+        assert (await store.read_log(0, 100))[-1].notification_id == last
+
     async def test_a_tailing_reader_sees_every_event_exactly_once(
         self, store: JobEventStore
     ) -> None:

@@ -78,10 +78,11 @@ async def test_a_relay_on_its_own_polls_the_log_more_often(app: App, tmp_path: P
 async def test_the_embedded_default_wires_local_twins(tmp_path: Path) -> None:
     settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY})
     async with bootstrap(settings) as fetcher:
-        checks = fetcher.api.checks
-        assert list(checks) == ["event_store", "broker", "events", "storage"]
-        for check in checks.values():
-            await check()
+        readiness = fetcher.api.probes.readiness
+        assert readiness is fetcher.probes.readiness
+        names = [dependency.name for dependency in readiness.dependencies]
+        assert names == ["sqlite", "local_broker", "local_storage"]
+        assert (await readiness.report()).healthy
         assert isinstance(fetcher.worker.consumer, InProcessWorkConsumer)
         assert fetcher.relay.requeue_on_start is not None  # the queue does not survive a restart
     assert (tmp_path / "fetcher.sqlite3").exists() and (tmp_path / "fetcher-data.sqlite3").exists()
@@ -90,7 +91,7 @@ async def test_the_embedded_default_wires_local_twins(tmp_path: Path) -> None:
 async def test_the_api_alone_opens_no_work_queue_and_checks_no_broker(tmp_path: Path) -> None:
     settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY})
     async with bootstrap(settings, roles={Role.API}) as fetcher:
-        assert list(fetcher.api.checks) == ["event_store", "storage"]
+        assert [d.name for d in fetcher.probes.readiness.dependencies] == ["sqlite"]
         fetcher.api.on_job_recorded()  # nothing to wake in this process
 
 

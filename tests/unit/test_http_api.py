@@ -214,7 +214,7 @@ async def test_malformed_json_and_bad_ids(client):
 async def test_operational_routes(client):
     assert (await client.get("/health")).json() == {"status": "healthy"}
     ready = await client.get("/readyz")
-    assert ready.status_code == 200 and ready.json()["checks"]["event_store"]["status"] == "up"
+    assert ready.status_code == 200 and ready.json()["checks"]["sqlite"]["status"] == "up"
     assert (await client.get("/version")).json()["version"] == "0.0.0"
     schema = (await client.get("/openapi/openapi.json")).json()
     assert "/v1/fetcher" in schema["paths"]
@@ -234,7 +234,7 @@ async def test_readyz_does_not_show_credentials_of_a_failing_check(app, tmp_path
         async with AsyncTestClient(create_app(fetcher.api)) as test_client:
             ready = await test_client.get("/readyz")
     assert ready.status_code == 503
-    assert ready.json()["checks"]["broker"]["status"] == "down"
+    assert ready.json()["checks"]["local_broker"]["status"] == "down"
     assert "hunter2" not in ready.text and "10.0.0.7" not in ready.text
 
 
