@@ -170,8 +170,13 @@ async def bootstrap(
     """
     roles = frozenset(roles)
     async with contextlib.AsyncExitStack() as stack:
+        try:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise SettingsError(
+                f"FETCHER_DATA_DIR {settings.data_dir} cannot be created: {error.strerror}"
+            ) from None
         ring = load_key_ring(settings) if key_ring is None else key_ring
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
         if clock is None:
             clock = SystemClock()
         if store is None:

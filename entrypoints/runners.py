@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Coroutine
 from typing import Any
 
@@ -15,6 +16,7 @@ from application.ports.messaging import WorkConsumer
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.http.request_deadlines import DeadlineH11Protocol
+from entrypoints.listening import listen
 from entrypoints.roles import Role
 from entrypoints.security import open_http_security
 from entrypoints.settings import Settings, SettingsError
@@ -81,14 +83,21 @@ def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
     return server
 
 
-async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
+def _listen_http(settings: Settings) -> contextlib.closing[socket.socket]:
+    """The API's socket, bound before anything else opens: an address in use is one line."""
+    return contextlib.closing(
+        listen(settings.http.host, settings.http.port, setting="SERVER_ADDRESS")
+    )
+
+
+async def _serve_http(server: uvicorn.Server, stop: asyncio.Event, sock: socket.socket) -> None:
     async def watch() -> None:
         await stop.wait()
         server.should_exit = True
 
     watcher = asyncio.create_task(watch())
     try:
-        await server.serve()
+        await server.serve(sockets=[sock])
     finally:
         watcher.cancel()
     if not server.started:
@@ -99,6 +108,11 @@ async def serve(settings: Settings) -> None:
     """Every role in one process; on the embedded default, an in-process work queue."""
     stop = asyncio.Event()
     _stop_on_signals(stop)
+    with _listen_http(settings) as sock:
+        await _serve_all(settings, stop, sock)
+
+
+async def _serve_all(settings: Settings, stop: asyncio.Event, sock: socket.socket) -> None:
     async with open_http_security(settings) as security, bootstrap(settings) as fetcher:
         relay, consumer = fetcher.relay, fetcher.worker.consumer
         if relay.requeue_on_start is not None:
@@ -109,7 +123,7 @@ async def serve(settings: Settings) -> None:
         log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
         await _until_stopped(
             stop,
-            _serve_http(server, stop),
+            _serve_http(server, stop, sock),
             *(loop.run(stop) for loop in relay.loops),
             _consume(consumer, stop),
         )
@@ -120,13 +134,13 @@ async def api(settings: Settings) -> None:
     _stop_on_signals(stop)
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
-    async with (
-        open_http_security(settings) as security,
-        bootstrap(settings, roles={Role.API}) as fetcher,
-    ):
+    async with contextlib.AsyncExitStack() as stack:
+        sock = stack.enter_context(_listen_http(settings))
+        security = await stack.enter_async_context(open_http_security(settings))
+        fetcher = await stack.enter_async_context(bootstrap(settings, roles={Role.API}))
         server = _uvicorn(settings, create_app(fetcher.api, security))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
-        await _until_stopped(stop, _serve_http(server, stop))
+        await _until_stopped(stop, _serve_http(server, stop, sock))
 
 
 async def worker(settings: Settings) -> None:
