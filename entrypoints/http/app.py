@@ -23,6 +23,7 @@ from entrypoints.http.auth import (
 from entrypoints.http.connection_routes import ConnectionController
 from entrypoints.http.errors import EXCEPTION_HANDLERS
 from entrypoints.http.job_routes import JobController
+from entrypoints.http.openapi import OfflineSwaggerUI, RequiredFieldsSchemaPlugin
 from entrypoints.http.ops import health, readyz, version
 from entrypoints.roles import ApiServices
 
@@ -83,7 +84,9 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
             version=services.version,
             path="/openapi",
             components=SECURITY_COMPONENTS,
+            render_plugins=[OfflineSwaggerUI()],
         ),
+        plugins=[RequiredFieldsSchemaPlugin()],
         cors_config=_cors(security),
         request_max_body_size=MAX_BODY_BYTES,
         request_class=JsonRequest,
