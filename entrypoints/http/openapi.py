@@ -29,6 +29,8 @@ from litestar.static_files import create_static_files_router
 from litestar.typing import FieldDefinition
 from swagger_ui_bundle import swagger_ui_path
 
+from domain import error_catalogue as catalogue
+
 PRODUCT_PATTERN = "^[a-zA-Z0-9_-]+$"
 
 
@@ -42,15 +44,17 @@ def _product_header(*, required: bool, description: str) -> Parameter:
     )
 
 
+_HEADER = catalogue.INVALID_HEADER.code
+_QUERY = catalogue.INVALID_QUERY_PARAMETER.code
 PRODUCT_REQUIRED = _product_header(
     required=True,
     description="The product that owns the connection (lower-cased; letters, digits, `_`, "
-    "`-`, at most 100). Missing or invalid: 400 FET-0403.",
+    f"`-`, at most 100). Missing or invalid: 400 {_HEADER}.",
 )
 PRODUCT_FILTER = _product_header(
     required=False,
     description="Lists only this product's connections (internal datasources are listed "
-    "regardless). Present but blank or invalid: 400 FET-0403.",
+    f"regardless). Present but blank or invalid: 400 {_HEADER}.",
 )
 
 
@@ -64,18 +68,18 @@ LIST_PARAMETERS: tuple[Parameter, ...] = (
     _query(
         "limit",
         Schema(type=OpenAPIType.INTEGER, minimum=1, default=10),
-        "Items per page, at most MAX_PAGINATION_LIMIT (default 100): above is FET-0406, "
-        "not a positive integer FET-0405.",
+        "Items per page, at most MAX_PAGINATION_LIMIT (default 100): above is "
+        f"{catalogue.PAGINATION_LIMIT_EXCEEDED.code}, not a positive integer {_QUERY}.",
     ),
     _query(
         "page",
         Schema(type=OpenAPIType.INTEGER, minimum=1, default=1),
-        "Page number, from 1 (FET-0405 otherwise).",
+        f"Page number, from 1 ({_QUERY} otherwise).",
     ),
     _query(
         "sortOrder",
         Schema(type=OpenAPIType.STRING, enum=["asc", "desc"], default="desc"),
-        "Order by creation time, any case (FET-0407 otherwise).",
+        f"Order by creation time, any case ({catalogue.INVALID_SORT_ORDER.code} otherwise).",
     ),
     _query(
         "type",
@@ -88,26 +92,28 @@ LIST_PARAMETERS: tuple[Parameter, ...] = (
     _query(
         "startDate",
         Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.DATE),
-        "First creation day, YYYY-MM-DD in UTC (FET-0408 otherwise). Without dates the window "
-        "is the last MAX_PAGINATION_MONTH_DATE_RANGE months, and never wider.",
+        f"First creation day, YYYY-MM-DD in UTC ({catalogue.INVALID_DATE_FORMAT.code} "
+        "otherwise). Without dates the window is the last MAX_PAGINATION_MONTH_DATE_RANGE "
+        "months, and never wider.",
     ),
     _query(
         "endDate",
         Schema(type=OpenAPIType.STRING, format=OpenAPIFormat.DATE),
-        "Last creation day, included, YYYY-MM-DD in UTC; before startDate is FET-0409.",
+        "Last creation day, included, YYYY-MM-DD in UTC; before startDate is "
+        f"{catalogue.INVALID_FINAL_DATE.code}.",
     ),
     _query(
         "cursor",
         Schema(type=OpenAPIType.STRING, content_encoding="base64"),
         'Accepted for compatibility: base64 of {"id": ..., "points_next": ...}, checked '
-        "(FET-0405), then ignored; pages are numbered.",
+        f"({_QUERY}), then ignored; pages are numbered.",
     ),
 )
 LIST_DESCRIPTION = (
     "Also `metadata.<key>=<value>`: only connections whose metadata has that string value "
     "under `<key>` (at most 20 such filters). At most 50 query parameters in all; empty ones "
     "are ignored; keys starting with `$` or `_`, keys over 64 and values over 256 characters "
-    "are FET-0405."
+    f"are {_QUERY}."
 )
 
 
