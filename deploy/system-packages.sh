@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs and a fresh machine may lack: the FreeTDS
-# ODBC driver (SQL Server client side, used by the statement and wire tests). Idempotent; does
+# ODBC driver (SQL Server client side, used by the statement and wire tests) and headless
+# Chromium (renders the OpenAPI page offline in tests/e2e/test_openapi_ui.py). Idempotent; does
 # nothing when they are present. Needs root (CI and the development machines run as root).
 set -euo pipefail
-packages=(tdsodbc unixodbc-dev)
+packages=(tdsodbc unixodbc-dev chromium)
 missing=()
 for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -15,4 +16,5 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
-apt-get install -y -qq "${missing[@]}" >/dev/null
+echo "system-packages.sh: installing ${missing[*]}" >&2
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -194,12 +194,17 @@ async def bootstrap(
     if metrics is None:
         metrics = PrometheusMetrics(followers=FOLLOWERS if Role.RELAY in roles else ())
     async with contextlib.AsyncExitStack() as stack:
+        try:
+            settings.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise SettingsError(
+                f"FETCHER_DATA_DIR {settings.data_dir} cannot be created: {error.strerror}"
+            ) from None
         if tracer is None:
             tracer = await stack.enter_async_context(
                 open_tracer(settings.tracing, roles, version=settings.version)
             )
         ring = load_key_ring(settings) if key_ring is None else key_ring
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
         if clock is None:
             clock = SystemClock()
         if store is None:

@@ -26,6 +26,7 @@ from application.ports.job_index import JobIndex
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
 from application.ports.result_storage import ResultStorage
 from application.readiness import Check, Dependency
+from domain.errors import Unavailable
 from entrypoints.settings import Settings, SettingsError
 
 log = logging.getLogger("fetcher")
@@ -39,7 +40,12 @@ async def open_event_store(settings: Settings) -> AsyncIterator[JobEventStore]:
     database = settings.database
     store = EventsourcingJobEventStore.for_database(database.postgres or database.event_store_file)
     try:
-        await store.open()
+        try:
+            await store.open()
+        except Unavailable as error:
+            raise Unavailable(
+                "the event store's database (FETCHER_DATABASE_URL) cannot be used"
+            ) from error
         yield store
     finally:
         await store.close()

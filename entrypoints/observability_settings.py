@@ -17,6 +17,7 @@ LEVELS = {
     "critical": logging.CRITICAL,
     "fatal": logging.CRITICAL,
 }
+CANONICAL_LEVELS = ("debug", "info", "warning", "error", "critical")
 FORMATS = ("text", "json")
 TRACE_EXPORTERS = ("otlp", "console", "none")
 OTLP_PROTOCOLS = ("grpc", "http/protobuf")
@@ -28,12 +29,21 @@ class ObservabilitySettingsError(ValueError):
     """An invalid log or trace setting; the message names the variable."""
 
 
-def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+def _choice(
+    env: Mapping[str, str],
+    name: str,
+    allowed: tuple[str, ...],
+    default: str,
+    shown: tuple[str, ...] | None = None,
+) -> str:
+    """The setting, lower-cased, one of ``allowed``; the error lists ``shown`` (the canonical
+    values, when ``allowed`` also takes aliases)."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
     if raw.lower() not in allowed:
-        raise ObservabilitySettingsError(f"{name} must be one of {', '.join(allowed)}, got {raw!r}")
+        listed = ", ".join(shown or allowed)
+        raise ObservabilitySettingsError(f"{name} must be one of {listed}, got {raw!r}")
     return raw.lower()
 
 
@@ -58,7 +68,7 @@ class LogSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> LogSettings:
-        level = _choice(env, "LOG_LEVEL", tuple(LEVELS), "info")
+        level = _choice(env, "LOG_LEVEL", tuple(LEVELS), "info", shown=CANONICAL_LEVELS)
         return cls(level=LEVELS[level], format=_choice(env, "LOG_FORMAT", FORMATS, "text"))
 
 

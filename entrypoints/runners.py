@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.http.ops import create_health_app
 from entrypoints.http.request_deadlines import DeadlineH11Protocol
+from entrypoints.listening import listen
 from entrypoints.roles import Fetcher, Role
 from entrypoints.security import open_http_security
 from entrypoints.settings import Settings, SettingsError
@@ -162,18 +164,32 @@ def _uvicorn(settings: Settings, app: Any, port: int | None = None) -> uvicorn.S
     return _Server(config)
 
 
-async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
+def _listen_http(settings: Settings) -> contextlib.closing[socket.socket]:
+    """The API's socket, bound before anything else opens: an address in use is one line."""
+    return contextlib.closing(
+        listen(settings.http.host, settings.http.port, setting="SERVER_ADDRESS")
+    )
+
+
+async def _serve_http(server: uvicorn.Server, stop: asyncio.Event, sock: socket.socket) -> None:
     async def watch() -> None:
         await stop.wait()
         server.should_exit = True
 
     watcher = asyncio.create_task(watch())
     try:
-        await server.serve()
+        await server.serve(sockets=[sock])
     finally:
         watcher.cancel()
     if not server.started:
         raise SettingsError(f"could not listen on {server.config.host}:{server.config.port}")
+
+
+def _listen_health(settings: Settings) -> contextlib.closing[socket.socket]:
+    """The health port's socket (worker and relay), bound before anything else opens."""
+    return contextlib.closing(
+        listen(settings.http.host, settings.probes.health_port, setting="HEALTH_PORT")
+    )
 
 
 def _health_server(settings: Settings, fetcher: Fetcher) -> uvicorn.Server:
@@ -188,6 +204,11 @@ async def serve(settings: Settings) -> None:
     """Every role in one process; on the embedded default, an in-process work queue."""
     shutdown = Shutdown(settings.probes.drain_seconds)
     shutdown.install()
+    with _listen_http(settings) as sock:
+        await _serve_all(settings, shutdown, sock)
+
+
+async def _serve_all(settings: Settings, shutdown: Shutdown, sock: socket.socket) -> None:
     async with open_http_security(settings) as security, bootstrap(settings) as fetcher:
         relay, consumer = fetcher.relay, fetcher.worker.consumer
         if relay.requeue_on_start is not None:
@@ -199,7 +220,7 @@ async def serve(settings: Settings) -> None:
         await _supervise(
             shutdown,
             fetcher.probes.readiness,
-            _serve_http(server, shutdown.stop),
+            _serve_http(server, shutdown.stop, sock),
             *(loop.run(shutdown.stop) for loop in relay.loops),
             _consume(consumer, shutdown.requested),
         )
@@ -210,13 +231,15 @@ async def api(settings: Settings) -> None:
     shutdown.install()
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
-    async with (
-        open_http_security(settings) as security,
-        bootstrap(settings, roles={Role.API}) as fetcher,
-    ):
+    async with contextlib.AsyncExitStack() as stack:
+        sock = stack.enter_context(_listen_http(settings))
+        security = await stack.enter_async_context(open_http_security(settings))
+        fetcher = await stack.enter_async_context(bootstrap(settings, roles={Role.API}))
         server = _uvicorn(settings, create_app(fetcher.api, security))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
-        await _supervise(shutdown, fetcher.probes.readiness, _serve_http(server, shutdown.stop))
+        await _supervise(
+            shutdown, fetcher.probes.readiness, _serve_http(server, shutdown.stop, sock)
+        )
 
 
 async def worker(settings: Settings) -> None:
@@ -224,13 +247,15 @@ async def worker(settings: Settings) -> None:
     shutdown.install()
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher worker`")
-    async with bootstrap(settings, roles={Role.WORKER}) as fetcher:
+    async with contextlib.AsyncExitStack() as stack:
+        sock = stack.enter_context(_listen_health(settings))
+        fetcher = await stack.enter_async_context(bootstrap(settings, roles={Role.WORKER}))
         health = _health_server(settings, fetcher)
         log.info("fetcher worker consuming %s", settings.broker.work_queue)
         await _supervise(
             shutdown,
             fetcher.probes.readiness,
-            _serve_http(health, shutdown.stop),
+            _serve_http(health, shutdown.stop, sock),
             _consume(fetcher.worker.consumer, shutdown.requested),
         )
 
@@ -240,12 +265,14 @@ async def relay(settings: Settings) -> None:
     shutdown.install()
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher relay`")
-    async with bootstrap(settings, roles={Role.RELAY}) as fetcher:
+    async with contextlib.AsyncExitStack() as stack:
+        sock = stack.enter_context(_listen_health(settings))
+        fetcher = await stack.enter_async_context(bootstrap(settings, roles={Role.RELAY}))
         health = _health_server(settings, fetcher)
         log.info("fetcher relay following the event log")
         await _supervise(
             shutdown,
             fetcher.probes.readiness,
-            _serve_http(health, shutdown.stop),
+            _serve_http(health, shutdown.stop, sock),
             *(loop.run(shutdown.stop) for loop in fetcher.relay.loops),
         )

@@ -45,6 +45,26 @@ def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
+def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
+    """``SERVER_ADDRESS``: ``host:port``, ``[ipv6]:port``, ``:port`` (every interface, as the
+    reference ships it) or a bare ``port`` (loopback: a port alone never opens the service to
+    the network). Default ``127.0.0.1:4006``."""
+    raw = env.get("SERVER_ADDRESS", "").strip() or "127.0.0.1:4006"
+    host, colon, port = raw.rpartition(":")
+    if not colon:
+        host = "127.0.0.1"
+    elif not host:
+        host = "0.0.0.0"
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not (port.isascii() and port.isdigit()) or not host or "[" in host or "]" in host:
+        raise SettingsError(f"SERVER_ADDRESS must be host:port or a port, got {raw!r}")
+    number = int(port)
+    if not 0 < number < 65536:
+        raise SettingsError(f"SERVER_ADDRESS port must be 1-65535, got {raw!r}")
+    return host, number
+
+
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
     host: str
@@ -57,16 +77,9 @@ class HttpSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> HttpSettings:
-        raw = env.get("SERVER_ADDRESS", "").strip() or "127.0.0.1:4006"
-        host, _, port = raw.rpartition(":")
-        try:
-            number = int(port)
-        except ValueError:
-            raise SettingsError(f"SERVER_ADDRESS must be host:port, got {raw!r}") from None
-        if not 0 < number < 65536:
-            raise SettingsError(f"SERVER_ADDRESS port out of range: {raw!r}")
+        host, number = listen_address(env)
         return cls(
-            host=host or "0.0.0.0",
+            host=host,
             port=number,
             header_timeout_seconds=float(_int(env, "FETCHER_HTTP_HEADER_TIMEOUT_SECONDS", 10)),
             body_timeout_seconds=float(_int(env, "FETCHER_HTTP_BODY_TIMEOUT_SECONDS", 30)),
@@ -128,6 +141,16 @@ class KeySettings:
         )
 
 
+def _broker_url(env: Mapping[str, str]) -> str | None:
+    raw = env.get("RABBITMQ_URL", "").strip()
+    if not raw:
+        return None
+    parts = urlsplit(raw)
+    if parts.scheme not in {"amqp", "amqps"} or not parts.hostname:
+        raise SettingsError("RABBITMQ_URL must be an amqp:// or amqps:// URL with a host")
+    return raw
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerSettings:
     url: str | None = field(repr=False)
@@ -139,7 +162,7 @@ class BrokerSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BrokerSettings:
         return cls(
-            url=env.get("RABBITMQ_URL", "").strip() or None,
+            url=_broker_url(env),
             work_queue=env.get("RABBITMQ_FETCHER_WORK_QUEUE", "").strip()
             or "fetcher.extract-external-data.queue",
             events_exchange=env.get("RABBITMQ_JOB_EVENTS_EXCHANGE", "").strip()
@@ -167,6 +190,10 @@ class StorageSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StorageSettings:
         endpoint = env.get("OBJECT_STORAGE_ENDPOINT", "").strip() or None
+        if endpoint is not None:
+            parts = urlsplit(endpoint)
+            if parts.scheme not in {"http", "https"} or not parts.hostname:
+                raise SettingsError("OBJECT_STORAGE_ENDPOINT must be an http(s) URL with a host")
         bucket = env.get("OBJECT_STORAGE_BUCKET", "").strip() or None
         if endpoint and not bucket:
             raise SettingsError(

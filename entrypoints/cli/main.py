@@ -4,17 +4,61 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from importlib import metadata
 from typing import Any
 
+from domain.errors import FetcherError
+from entrypoints.cli.healthcheck import add_healthcheck_command
+from entrypoints.cli.settings_help import settings_epilog
 from entrypoints.cli.tools import add_tool_commands
 from entrypoints.logs import configure_logging
 from entrypoints.observability_settings import LogSettings, ObservabilitySettingsError
 from entrypoints.settings import Settings, SettingsError
 
 Role = Callable[[Settings], Coroutine[Any, Any, None]]
+log = logging.getLogger("fetcher")
+DISTRIBUTION = "fetcher"
+
+
+def package_version() -> str:
+    """The installed distribution's version (``pip install`` / ``pipx install`` of this tree)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: run `make` or `pip install .`)"
+
+
+def _configuration_error(error: SettingsError | ObservabilitySettingsError) -> int:
+    print(f"fetcher: configuration error: {error}", file=sys.stderr)
+    return 2
+
+
+_USERINFO = re.compile(r"(\w+://)[^/@\s]*@")
+_SECRET_PAIR = re.compile(r"\b(password|passwd|pwd|secret|token)\s*=\s*\S+", re.IGNORECASE)
+
+
+def _one_line(text: str) -> str:
+    text = _SECRET_PAIR.sub(r"\1=***", _USERINFO.sub(r"\1***@", text))
+    return " ".join(text.split())[:400]
+
+
+def _stopped(error: FetcherError) -> int:
+    """A dependency failed the role (at start, most often: a database or broker that cannot
+    be reached): one line with the innermost cause; the traceback at DEBUG."""
+    log.debug("stopped by %s", type(error).__name__, exc_info=error)
+    parts = [error.message]
+    cause: BaseException | None = error.__cause__
+    while cause is not None and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if cause is not None and str(cause) and str(cause) not in error.message:
+        parts.append(str(cause))
+    print(f"fetcher: stopped: {_one_line(': '.join(parts))}", file=sys.stderr)
+    return 1
 
 
 def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
@@ -26,8 +70,9 @@ def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
             settings = Settings.from_env()
             asyncio.run(role(settings))
         except SettingsError as error:
-            print(f"fetcher: configuration error: {error}", file=sys.stderr)
-            return 2
+            return _configuration_error(error)
+        except FetcherError as error:
+            return _stopped(error)
         except KeyboardInterrupt:
             return 130
         return 0
@@ -35,20 +80,30 @@ def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+ROLES = {
+    "serve": "run API, dispatcher, worker and emitter in one process",
+    "api": "run the HTTP API only",
+    "worker": "run the extraction worker only",
+    "relay": "run the event-log followers (work dispatch, job events)",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fetcher", description="Extracts data from databases as signed, encrypted jobs."
     )
+    parser.add_argument("--version", action="version", version=f"fetcher {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    roles = {
-        "serve": "run API, dispatcher, worker and emitter in one process",
-        "api": "run the HTTP API only",
-        "worker": "run the extraction worker only",
-        "relay": "run the event-log followers (work dispatch, job events)",
-    }
-    for name, help_text in roles.items():
-        commands.add_parser(name, help=help_text).set_defaults(func=_run_role(name))
+    for name, help_text in ROLES.items():
+        commands.add_parser(
+            name,
+            help=help_text,
+            description=f"{help_text[0].upper()}{help_text[1:]}.",
+            epilog=settings_epilog(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        ).set_defaults(func=_run_role(name))
     add_tool_commands(commands)
+    add_healthcheck_command(commands)
     return parser
 
 
@@ -57,8 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         configure_logging(LogSettings.from_env(os.environ))
     except ObservabilitySettingsError as error:
-        print(f"fetcher: configuration error: {error}", file=sys.stderr)
-        return 2
+        return _configuration_error(error)
     code: int = args.func(args)
     return code
 

@@ -91,7 +91,8 @@ def _derive_key_command(
     except InvalidMasterKey as e:
         _err(f"Error: {e}\n{_BAD_KEY_HINT}")
         return 1
-    print(f"{label} (hex): {derive(master, info).hex()}")
+    key = derive(master, info).hex()
+    print(key if args.raw else f"{label} (hex): {key}")
     return 0
 
 
@@ -123,6 +124,11 @@ def _add_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "-key",
             metavar="BASE64",
             help="base64 master key (not recommended: use APP_ENC_KEY or stdin)",
+        )
+        parser.add_argument(
+            "--raw",
+            action="store_true",
+            help="print the bare hex key, without a label: KEY=$(fetcher keys ... --raw)",
         )
         usage = functools.partial(_print_usage, parser)
         parser.set_defaults(func=functools.partial(_derive_key_command, info, label, usage))

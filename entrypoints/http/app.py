@@ -24,6 +24,7 @@ from entrypoints.http.auth import (
 from entrypoints.http.connection_routes import ConnectionController
 from entrypoints.http.errors import EXCEPTION_HANDLERS
 from entrypoints.http.job_routes import JobController
+from entrypoints.http.openapi import OfflineSwaggerUI, RequiredFieldsSchemaPlugin
 from entrypoints.http.ops import PROBE_ROUTES, self_probe, version
 from entrypoints.http.request_context import QUIET_PATHS, STATE_KEY, RequestContext, route_name
 from entrypoints.roles import ApiServices, Probes
@@ -111,6 +112,7 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
             version=services.version,
             path="/openapi",
             components=SECURITY_COMPONENTS,
+            render_plugins=[OfflineSwaggerUI()],
         ),
         cors_config=_cors(security),
         request_max_body_size=MAX_BODY_BYTES,
@@ -118,7 +120,7 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         request_class=JsonRequest,
         signature_namespace={"ApiServices": ApiServices, "Identity": Identity, "Probes": Probes},
         logging_config=None,
-        plugins=_tracing_plugins(services),
+        plugins=[RequiredFieldsSchemaPlugin(), *_tracing_plugins(services)],
     )
     # Outermost, around what Litestar built (its router, exception handling, CORS and
     # tracing), so that every request gets an id and an access-log line, 404s included.

@@ -26,12 +26,20 @@ from entrypoints.http.guards import (
 )
 from entrypoints.http.job_routes import go_json, parse_id
 from entrypoints.http.list_params import parse_list_filter
+from entrypoints.http.openapi import (
+    LIST_DESCRIPTION,
+    LIST_PARAMETERS,
+    PRODUCT_FILTER,
+    PRODUCT_REQUIRED,
+    documented_with,
+)
 from entrypoints.http.schemas import (
     ConnectionBody,
     ConnectionList,
     ConnectionSchemaView,
     ConnectionTestView,
     ConnectionView,
+    NewConnection,
     SchemaColumnView,
     SchemaInvalid,
     SchemaIssueView,
@@ -121,13 +129,14 @@ class ConnectionController(Controller):
         guards=[can_post_connections],
         status_code=201,
         summary="Register a connection",
-        responses=error_responses(400, 409),
+        responses=error_responses(400, 409, 413),
+        operation_class=documented_with(PRODUCT_REQUIRED),
     )
     async def create(
         self,
         services: NamedDependency[ApiServices],
         request: Request,
-        data: JSONBody[ConnectionBody],
+        data: JSONBody[NewConnection],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
         sent = await _sent_connection(request, data)
@@ -140,7 +149,9 @@ class ConnectionController(Controller):
         "/",
         guards=[can_get_connections],
         summary="List connections (internal datasources first on page 1)",
+        description=LIST_DESCRIPTION,
         responses=error_responses(400),
+        operation_class=documented_with(PRODUCT_FILTER, *LIST_PARAMETERS),
     )
     async def list_connections(
         self, services: NamedDependency[ApiServices], request: Request
@@ -156,7 +167,9 @@ class ConnectionController(Controller):
         "/unassigned",
         guards=[can_get_connections],
         summary="List connections without a product",
+        description=LIST_DESCRIPTION,
         responses=error_responses(400),
+        operation_class=documented_with(*LIST_PARAMETERS),
     )
     async def list_unassigned(
         self, services: NamedDependency[ApiServices], request: Request
@@ -177,7 +190,7 @@ class ConnectionController(Controller):
             f"200 when everything exists, 422 ({_SCHEMA_INVALID.code}) with the list of issues."
         ),
         responses={
-            **error_responses(400),
+            **error_responses(400, 413),
             status_of(_SCHEMA_INVALID): ResponseSpec(
                 data_container=SchemaInvalid,
                 description=f"{_SCHEMA_INVALID.title} ({_SCHEMA_INVALID.code})",
@@ -224,7 +237,7 @@ class ConnectionController(Controller):
         "/{connection_id:str}",
         guards=[can_patch_connections],
         summary="Change a connection (partial update)",
-        responses=error_responses(400, 404, 409),
+        responses=error_responses(400, 404, 409, 413),
     )
     async def update(
         self,
@@ -284,6 +297,7 @@ class ConnectionController(Controller):
         status_code=200,
         summary="Give a connection a product",
         responses=error_responses(400, 404, 409),
+        operation_class=documented_with(PRODUCT_REQUIRED),
     )
     async def assign(
         self,

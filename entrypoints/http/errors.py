@@ -154,6 +154,7 @@ _DESCRIPTIONS = {
         catalogue.CONFLICT,
     )
     + ")",
+    413: f"The body is over 4 MiB ({_codes(catalogue.BODY_TOO_LARGE)})",
     429: f"Rate limited ({_codes(catalogue.CONNECTION_TEST_RATE_LIMITED)})",
     500: f"Unexpected error ({_codes(catalogue.INTERNAL_ERROR)}) or an operational failure "
     f"({_codes(catalogue.CONNECTION_TEST_FAILED, catalogue.SCHEMA_RETRIEVAL_FAILED)})",

@@ -105,7 +105,7 @@ class JobController(Controller):
             200: ResponseSpec(
                 data_container=JobAccepted, description="Duplicate: the existing job"
             ),
-            **error_responses(400, 409),
+            **error_responses(400, 409, 413),
         },
     )
     async def create_job(

@@ -7,14 +7,23 @@ from typing import Annotated, Any
 import msgspec
 
 from domain.connection_input import ConnectionInput, SslInput
+from entrypoints.http.openapi import RequiredFields
 
 
-class DataRequest(msgspec.Struct):
+class DataRequest(msgspec.Struct, RequiredFields):
+    """What to extract: datasource config name -> table -> fields (`["*"]`: every column);
+    optional filters: datasource -> table -> field -> operator -> values."""
+
+    required_fields = ("mappedFields",)
     mappedFields: dict[str, dict[str, list[str]]] | None = None
     filters: dict[str, dict[str, dict[str, dict[str, list[Any]]]]] | None = None
 
 
-class FetcherRequest(msgspec.Struct):
+class FetcherRequest(msgspec.Struct, RequiredFields):
+    """An extraction job. `metadata.source` (required) names the product that owns the
+    connections; the rest of `metadata` is echoed in the job and its events."""
+
+    required_fields = ("dataRequest", "metadata")
     dataRequest: DataRequest | None = None
     metadata: dict[str, Any] | None = None
 
@@ -119,6 +128,14 @@ class ConnectionBody(msgspec.Struct):
         )
 
 
+class NewConnection(ConnectionBody, RequiredFields):
+    """A connection to register. `type` is one of POSTGRESQL, MYSQL, SQL_SERVER, ORACLE,
+    MONGODB; `port` defaults to the engine's; `ssl.mode` follows the engine's allowlist; the
+    password, CA, certificate and key are stored encrypted and never returned."""
+
+    required_fields = ("configName", "type", "host", "databaseName", "userName", "password")
+
+
 class SslView(msgspec.Struct, omit_defaults=True):
     mode: str | None = None
 
@@ -171,7 +188,10 @@ class ConnectionSchemaView(msgspec.Struct):
     tables: list[SchemaTableView]
 
 
-class ValidateSchemaRequest(msgspec.Struct):
+class ValidateSchemaRequest(msgspec.Struct, RequiredFields):
+    """Datasource config name -> table -> fields to check."""
+
+    required_fields = ("mappedFields",)
     mappedFields: dict[str, dict[str, list[str]]] | None = None
 
 

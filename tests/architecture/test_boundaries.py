@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +79,32 @@ def test_layers_resolve_inside_the_repository():
     for layer in LAYERS:
         module = __import__(layer)
         assert Path(module.__file__).resolve().parent == ROOT / layer
+
+
+def test_no_other_distribution_provides_a_layer():
+    """The layers' names are generic (other distributions ship a ``domain`` or ``adapters``);
+    in this environment only Fetcher may provide them."""
+    providers = importlib.metadata.packages_distributions()
+    assert {layer: sorted(set(providers.get(layer, []))) for layer in LAYERS} == {
+        layer: ["fetcher"] for layer in LAYERS
+    }
+
+
+def test_the_installed_command_imports_this_checkouts_layers_from_anywhere(tmp_path):
+    """What ``fetcher`` imports outside pytest (no ``pythonpath``, another working folder): the
+    editable install's layers, which are this checkout's, or a regular install's files."""
+    code = "import json, " + ", ".join(LAYERS) + "; print(json.dumps({m.__name__: m.__file__ "
+    code += "for m in (" + ", ".join(LAYERS) + ")}))"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    installed = importlib.metadata.distribution("fetcher")
+    owned = {Path(str(installed.locate_file(f))).resolve() for f in installed.files or ()}
+    for layer, file in json.loads(result.stdout).items():
+        path = Path(file).resolve()
+        assert path.parent == ROOT / layer or path in owned, (layer, path)
 
 
 def test_import_contracts_hold():

@@ -69,6 +69,15 @@ def test_keys_storage_from_env(monkeypatch, capsys):
     assert capsys.readouterr().out == f"Storage Encryption Key (hex): {STORAGE.hex()}\n"
 
 
+@pytest.mark.parametrize(("kind", "key"), [("external-hmac", EXTERNAL), ("storage", STORAGE)])
+def test_keys_raw_prints_the_bare_key_for_scripts(monkeypatch, capsys, kind, key):
+    monkeypatch.setenv("APP_ENC_KEY", MASTER_B64)
+    assert main(["keys", kind, "--raw"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{key.hex()}\n"
+    assert err == ""
+
+
 def test_keys_reads_the_first_line_of_piped_stdin(monkeypatch, capsys):
     stdin_text(monkeypatch, f"  {MASTER_B64}  \nignored second line\n")
     assert main(["keys", "external-hmac"]) == 0
