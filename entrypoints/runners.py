@@ -38,8 +38,9 @@ async def _until_stopped(stop: asyncio.Event, *jobs: Coroutine[Any, Any, Any]) -
     try:
         done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            if task is not stopper and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+            error = None if task is stopper else task.exception()
+            if error is not None:
+                raise error
     finally:
         stop.set()
         _, late = await asyncio.wait(tasks, timeout=35)
@@ -76,9 +77,7 @@ def _uvicorn(settings: Settings, app: Any) -> uvicorn.Server:
         # its body) is cut, so shutdown is not held by it.
         timeout_graceful_shutdown=HTTP_SHUTDOWN_SECONDS,
     )
-    server = uvicorn.Server(config)
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-    return server
+    return uvicorn.Server(config)
 
 
 async def _serve_http(server: uvicorn.Server, stop: asyncio.Event) -> None:
