@@ -3,7 +3,7 @@ registry) around it; and what a wrapper owes the reader it wraps."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -133,7 +133,9 @@ class RefusingReader(DatasourceReader):
         self.prepared += 1
         raise InvalidRequest("filter on 'people.id': operator 'eq' expects an integer")
 
-    def stream(self, endpoint: Endpoint, prepared: PreparedReads[Any]) -> AsyncIterator[RowChunk]:
+    def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Any]
+    ) -> AsyncGenerator[RowChunk, None]:
         raise AssertionError("stream() was not expected")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +56,9 @@ class ScriptedReader(DatasourceReader):
     def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[Any]:
         return self.inner.prepare(endpoint, reads)
 
-    def stream(self, endpoint: Endpoint, prepared: PreparedReads[Any]) -> AsyncIterator[RowChunk]:
+    def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Any]
+    ) -> AsyncGenerator[RowChunk, None]:
         return self.inner.stream(endpoint, prepared)
 
 
