@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
@@ -93,7 +95,7 @@ def _issue_view(issue: SchemaIssue) -> SchemaIssueView:
     )
 
 
-def _product(request: Request, *, required: bool) -> str | None:
+def _product(request: Request[Any, Any, Any], *, required: bool) -> str | None:
     return normalise_product(request.headers.get("x-product-name"), required=required)
 
 
@@ -112,7 +114,7 @@ class ConnectionController(Controller):
     async def create(
         self,
         services: NamedDependency[ApiServices],
-        request: Request,
+        request: Request[Any, Any, Any],
         data: JSONBody[ConnectionBody],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
@@ -128,7 +130,7 @@ class ConnectionController(Controller):
         responses=error_responses(400),
     )
     async def list_connections(
-        self, services: NamedDependency[ApiServices], request: Request
+        self, services: NamedDependency[ApiServices], request: Request[Any, Any, Any]
     ) -> ConnectionList:
         wanted = parse_list_filter(
             request.query_params.multi_items(),
@@ -144,7 +146,7 @@ class ConnectionController(Controller):
         responses=error_responses(400),
     )
     async def list_unassigned(
-        self, services: NamedDependency[ApiServices], request: Request
+        self, services: NamedDependency[ApiServices], request: Request[Any, Any, Any]
     ) -> ConnectionList:
         wanted = parse_list_filter(
             request.query_params.multi_items(),
@@ -270,7 +272,7 @@ class ConnectionController(Controller):
     async def assign(
         self,
         services: NamedDependency[ApiServices],
-        request: Request,
+        request: Request[Any, Any, Any],
         connection_id: FromPath[str],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
