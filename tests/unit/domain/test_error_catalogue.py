@@ -21,9 +21,9 @@ from domain.errors import FetcherError, InvalidTransition
 from entrypoints.http.app import MAX_BODY_BYTES
 from entrypoints.http.errors import status_of
 from tests.unit.application.conftest import app  # noqa: F401  (fixture)
-from tests.unit.test_http_api import assert_error, client  # noqa: F401  (fixture)
+from tests.unit.entrypoints.http.test_job_routes import assert_error, client  # noqa: F401  (fixture)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LAYERS = ("domain", "application", "adapters", "entrypoints")
 CATALOGUE_FILE = ROOT / "domain" / "error_catalogue.py"
 CODE = re.compile(r"FET-\d{4}")

@@ -8,7 +8,7 @@ import pytest
 
 from entrypoints.settings import Settings, SettingsError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_defaults_are_the_embedded_default():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.application.conftest import app  # noqa: F401  (fixture)
-from tests.unit.test_http_api import (
+from tests.unit.entrypoints.http.test_job_routes import (
     CONNECTION,
     JOB,
     PRODUCT,

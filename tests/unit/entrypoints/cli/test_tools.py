@@ -16,7 +16,7 @@ from adapters.crypto.keys import derive
 from adapters.crypto.signing import HmacMessageSigner
 from entrypoints.cli.tools import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 MASTER = bytes(range(32))
 MASTER_B64 = base64.b64encode(MASTER).decode()
 OLD_MASTER = bytes(range(1, 33))

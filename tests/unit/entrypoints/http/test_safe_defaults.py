@@ -14,7 +14,7 @@ from entrypoints.http.auth import HttpSecurity
 from entrypoints.roles import ApiServices
 from tests.unit.application.conftest import app  # noqa: F401  (fixture)
 from tests.unit.application.connection_kit import make_kit
-from tests.unit.test_http_api import PRODUCT, assert_error, client  # noqa: F401  (fixture)
+from tests.unit.entrypoints.http.test_job_routes import PRODUCT, assert_error, client  # noqa: F401  (fixture)
 
 BODY = b'{"dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}}, "metadata": {"source": "payments"}}'  # noqa: E501
 UNPARSABLE = "unable to parse request body"
