@@ -30,7 +30,7 @@ from adapters.messaging.rabbitmq import (
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.errors import PortError, PublishFailed
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
-from tests.unit.adapters.messaging.test_envelope import HmacTestSigner
+from tests.support.signing import HmacTestSigner
 
 pytestmark = pytest.mark.integration
 

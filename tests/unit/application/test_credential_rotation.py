@@ -14,8 +14,8 @@ from application.commands.request_job import RequestJob
 from application.endpoints import EndpointFactory
 from application.errors import CredentialKeyMissing
 from domain.connection_input import ConnectionInput, SslInput
-from tests.unit.application.conftest import MASTER_KEY
-from tests.unit.application.connection_kit import make_kit, pg_input
+from tests.support.connection_kit import make_kit, pg_input
+from tests.support.twins import MASTER_KEY
 
 NEW_KEY = base64.b64encode(bytes(range(100, 132))).decode()
 MISSING = "credentials are encrypted with key version '1', which is not configured"

@@ -20,8 +20,7 @@ from domain.error_catalogue import CATALOGUE, CatalogueEntry
 from domain.errors import FetcherError, InvalidTransition
 from entrypoints.http.app import MAX_BODY_BYTES
 from entrypoints.http.errors import status_of
-from tests.unit.application.conftest import app  # noqa: F401  (fixture)
-from tests.unit.entrypoints.http.test_job_routes import assert_error, client  # noqa: F401  (fixture)
+from tests.support.http import assert_error
 
 ROOT = Path(__file__).resolve().parents[3]
 LAYERS = ("domain", "application", "adapters", "entrypoints")
@@ -311,7 +310,7 @@ def test_no_module_writes_a_code_outside_the_catalogue():
     assert offenders == set()
 
 
-async def test_framework_refusals_keep_the_framework_status(client):  # noqa: F811
+async def test_framework_refusals_keep_the_framework_status(client):
     body = assert_error(await client.put("/v1/fetcher"), 405, "FET-0001", "Cannot PUT /v1/fetcher")
     assert body["title"] == "Method Not Allowed"
     too_large = b"{" + b" " * MAX_BODY_BYTES + b"}"

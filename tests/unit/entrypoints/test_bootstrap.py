@@ -17,7 +17,7 @@ from entrypoints.http.app import create_app
 from entrypoints.infrastructure import open_sql_adapters
 from entrypoints.roles import Role
 from entrypoints.settings import Settings
-from tests.unit.application.conftest import App, app, in_memory_settings  # noqa: F401  (fixture)
+from tests.support.twins import App, in_memory_settings
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 JOB = {
@@ -34,7 +34,7 @@ async def _until(condition, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_a_job_runs_through_every_role_and_each_wakes_the_next(app: App) -> None:  # noqa: F811
+async def test_a_job_runs_through_every_role_and_each_wakes_the_next(app: App) -> None:
     await app.connection()
     async with AsyncTestClient(create_app(app.fetcher.api)) as client:
         created = await client.post("/v1/fetcher", json=JOB)
@@ -56,7 +56,7 @@ async def test_a_job_runs_through_every_role_and_each_wakes_the_next(app: App) -
     assert app.publisher.event_ids == [f"fetcher.job.completed.{job_id}"]
 
 
-async def test_a_role_that_was_not_bootstrapped_is_refused(app: App, tmp_path: Path) -> None:  # noqa: F811
+async def test_a_role_that_was_not_bootstrapped_is_refused(app: App, tmp_path: Path) -> None:
     async with bootstrap(
         in_memory_settings(tmp_path), roles={Role.RELAY}, **app.overrides()
     ) as fetcher:
@@ -67,7 +67,7 @@ async def test_a_role_that_was_not_bootstrapped_is_refused(app: App, tmp_path: P
             _ = fetcher.worker
 
 
-async def test_a_relay_on_its_own_polls_the_log_more_often(app: App, tmp_path: Path) -> None:  # noqa: F811
+async def test_a_relay_on_its_own_polls_the_log_more_often(app: App, tmp_path: Path) -> None:
     async with bootstrap(
         in_memory_settings(tmp_path), roles={Role.RELAY}, **app.overrides()
     ) as alone:

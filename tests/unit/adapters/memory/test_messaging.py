@@ -25,7 +25,7 @@ from adapters.messaging.local import (
 from application.ports.messaging import WorkConsumer, WorkHandler
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract
-from tests.unit.adapters.messaging.test_envelope import HmacTestSigner
+from tests.support.signing import HmacTestSigner
 
 SOURCE = "//lerian.fetcher/worker"
 FAST = {"retry_delay": 0.02, "error_backoff": 0.02, "max_backoff": 0.02}

@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from uuid import UUID
 
@@ -17,16 +16,14 @@ from adapters.messaging.cloudevents_mapping import job_event_message
 from adapters.messaging.envelope import (
     DeliveryProcessor,
     UnreadableMessage,
-    header_text,
     open_work_message,
     work_message,
 )
 from application.errors import InvalidSignature
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
-from application.ports.signer import MessageSigner
 from application.timefmt import rfc3339nano
+from tests.support.signing import KEY, HmacTestSigner
 
-KEY = bytes(range(32))
 JOB_ID = UUID("0190b8a0-0000-7000-8000-000000000001")
 NOW = 1_780_000_000
 SOURCE = "//lerian.fetcher/worker"
@@ -40,58 +37,6 @@ WORK_BODY = (
     b'{"createdAt":"2026-07-13T13:00:00.123456789Z","jobId":"0190b8a0-0000-7000-8000-'
     b'000000000001","mappedFields":{"db":{"t":["a"]}},"metadata":{"source":"payments"}}'
 )
-
-
-class HmacTestSigner(MessageSigner):
-    """A minimal §5.5 signer for tests, independent of the production one."""
-
-    def __init__(self, key: bytes = KEY) -> None:
-        self.key = key
-        self.calls: list[dict[str, object]] = []
-
-    def _mac(self, t: str, tenant: str, exchange: str, routing_key: str, body: bytes) -> str:
-        try:
-            document = json.loads(body)
-        except ValueError:
-            document = None
-        job = document.get("jobId") if isinstance(document, dict) else None
-        job = job if isinstance(job, str) else ""
-        payload = f"{t}\nv1\n{tenant}\n{job}\n{exchange}\n{routing_key}\n".encode() + body
-        return hmac.new(self.key, payload, hashlib.sha256).hexdigest()
-
-    def sign(
-        self, *, tenant: str, exchange: str, routing_key: str, body: bytes, timestamp: int
-    ) -> dict[str, str]:
-        self.calls.append(
-            {"tenant": tenant, "exchange": exchange, "routing_key": routing_key, "body": body}
-        )
-        mac = self._mac(str(timestamp), tenant, exchange, routing_key, body)
-        return {"x-message-signature": mac, "t": str(timestamp), "signature-version": "v1"}
-
-    def verify(
-        self,
-        *,
-        headers: Mapping[str, object],
-        exchange: str,
-        routing_key: str,
-        body: bytes,
-        now: int,
-        max_age: int | None,
-    ) -> None:
-        signature = header_text(headers.get("x-message-signature"))
-        t = header_text(headers.get("t"))
-        if (
-            not signature
-            or not t.isdigit()
-            or header_text(headers.get("signature-version")) != "v1"
-        ):
-            raise InvalidSignature("missing or malformed signature headers")
-        if int(t) > now + 30 or (max_age is not None and now - int(t) > max_age):
-            raise InvalidSignature("stale signature")
-        tenant = header_text(headers.get("X-Tenant-ID"))
-        expected = self._mac(t, tenant, exchange, routing_key, body)
-        if not hmac.compare_digest(expected, signature):
-            raise InvalidSignature("signature mismatch")
 
 
 def _expected_mac(t: int, tenant: str, exchange: str, routing_key: str, body: bytes) -> str:

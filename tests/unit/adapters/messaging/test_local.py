@@ -21,7 +21,7 @@ from adapters.messaging.local import (
 )
 from application.errors import PublishFailed
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
-from tests.unit.adapters.messaging.test_envelope import KEY, HmacTestSigner
+from tests.support.signing import KEY, HmacTestSigner
 
 NOW = 1_780_000_000
 

@@ -15,7 +15,7 @@ from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenH
 from domain.connection import Connection, DatabaseType, InternalCredentials
 from domain.connection_input import ConnectionInput, SslInput
 from domain.errors import FetcherError
-from tests.unit.application.connection_kit import make_kit, pg_input
+from tests.support.connection_kit import make_kit, pg_input
 
 SOURCE = {"source": "payments"}
 PRODUCT = "payments"

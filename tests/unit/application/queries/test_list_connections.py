@@ -15,7 +15,7 @@ from application.queries.list_connections import ListFilter, date_window
 from domain.connection import Connection, DatabaseType
 from domain.connection_input import ConnectionInput
 from domain.errors import FetcherError
-from tests.unit.application.connection_kit import make_kit, pg_input
+from tests.support.connection_kit import make_kit, pg_input
 
 PRODUCT = "payments"
 TODAY = date(2026, 11, 29)

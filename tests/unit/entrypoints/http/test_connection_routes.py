@@ -22,8 +22,9 @@ from application.errors import (
 )
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
-from tests.unit.application.conftest import app, in_memory_settings  # noqa: F401  (fixture)
-from tests.unit.application.connection_kit import make_kit
+from tests.support.connection_kit import make_kit
+from tests.support.http import assert_error
+from tests.support.twins import in_memory_settings
 
 BASE = "/v1/management/connections"
 PRODUCT = {"X-Product-Name": " Payments "}
@@ -54,12 +55,12 @@ LEDGER_SETTINGS = {
 
 
 @pytest.fixture
-def kit(app):  # noqa: F811
+def kit(app):
     return make_kit(app)
 
 
 @pytest.fixture
-async def client(app, kit, tmp_path):  # noqa: F811
+async def client(app, kit, tmp_path):
     """The API with the ledger configured as an internal datasource and the SSRF guard on,
     on the kit's scripted reader, schema cache, test limiter and job index."""
     async with bootstrap(
@@ -75,16 +76,6 @@ async def client(app, kit, tmp_path):  # noqa: F811
     ) as fetcher:
         async with AsyncTestClient(create_app(fetcher.api)) as test_client:
             yield test_client
-
-
-def assert_error(response, status, code, message=None):
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["code"] == code, body
-    assert set(body) <= {"code", "title", "message", "fields"}
-    if message is not None:
-        assert body["message"] == message
-    return body
 
 
 async def create(client, **changes):
@@ -285,7 +276,7 @@ async def test_list_accepts_valid_cursor_sort_and_dates(client):
     assert_error(await client.get(BASE, params={"limit": 500}), 400, "FET-0406", message)
 
 
-async def test_unassigned_and_assign(client, app):  # noqa: F811
+async def test_unassigned_and_assign(client, app):
     created = await create(client)
     stored = await app.repository.get(UUID(created["id"]))
     legacy = replace(stored, id=uuid4(), config_name="legacy", product_name="")
@@ -334,7 +325,7 @@ async def test_delete(client):
     assert_error(await client.delete(f"{BASE}/nope"), 400, "FET-0404")
 
 
-async def test_patch_and_delete_wait_for_active_jobs(client, app, kit):  # noqa: F811
+async def test_patch_and_delete_wait_for_active_jobs(client, app, kit):
     created = await create(client)
     job = {"dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}}}
     response = await client.post("/v1/fetcher", json={**job, "metadata": {"source": "Payments"}})
@@ -390,7 +381,7 @@ async def test_connection_test_names_a_tls_failure(client, kit):
     )
 
 
-async def test_schema(client, app, kit):  # noqa: F811
+async def test_schema(client, app, kit):
     created = await create(client)
     app.reader.database("db.local", "pgsql").tables["sales.orders"] = MemoryTable(
         columns=[("total", "numeric"), ("id", "bigint")]
@@ -421,7 +412,7 @@ async def test_schema(client, app, kit):  # noqa: F811
     assert body["title"] == "Schema Retrieval Error"
 
 
-async def test_validate_schema(client, app):  # noqa: F811
+async def test_validate_schema(client, app):
     await create(client)
     await create(client, configName="down", host="down.local")
     path = f"{BASE}/validate-schema"

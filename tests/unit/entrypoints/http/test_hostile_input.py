@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.application.conftest import app  # noqa: F401  (fixture)
-from tests.unit.entrypoints.http.test_job_routes import (
+from tests.support.http import (
     CONNECTION,
     JOB,
     PRODUCT,
     assert_error,
-    client,  # noqa: F401  (fixture)
 )
 
 BASE = "/v1/management/connections"
@@ -32,19 +30,19 @@ def nested(depth: int) -> str:
         (f"{BASE}/validate-schema", '{"mappedFields":' + nested(5000) + "}"),
     ],
 )
-async def test_json_nested_beyond_the_decoder_is_a_parse_error(client, path, body):  # noqa: F811
+async def test_json_nested_beyond_the_decoder_is_a_parse_error(client, path, body):
     response = await client.post(path, content=body.encode(), headers={**JSON, **PRODUCT})
     assert_error(response, 400, "FET-0001", "unable to parse request body")
 
 
-async def test_json_nested_beyond_the_decoder_on_patch(client):  # noqa: F811
+async def test_json_nested_beyond_the_decoder_on_patch(client):
     created = (await client.post(BASE, json=CONNECTION, headers=PRODUCT)).json()
     body = '{"metadata":' + "[" * 10_000 + "]" * 10_000 + "}"
     response = await client.patch(f"{BASE}/{created['id']}", content=body.encode(), headers=JSON)
     assert_error(response, 400, "FET-0001", "unable to parse request body")
 
 
-async def test_job_metadata_nested_too_deeply_is_refused(client):  # noqa: F811
+async def test_job_metadata_nested_too_deeply_is_refused(client):
     # deep enough to pass the JSON decoder, too deep for the request hash's encoder
     await client.post(BASE, json=CONNECTION, headers=PRODUCT)
     body = "{" + MAPPED + ',"metadata":{"source":"payments","x":' + nested(900) + "}}"
@@ -55,7 +53,7 @@ async def test_job_metadata_nested_too_deeply_is_refused(client):  # noqa: F811
     assert response.status_code == 202, response.text
 
 
-async def test_job_numbers_beyond_float64_are_refused(client):  # noqa: F811
+async def test_job_numbers_beyond_float64_are_refused(client):
     await client.post(BASE, json=CONNECTION, headers=PRODUCT)
     huge = "9" * 400
     body = "{" + MAPPED + ',"metadata":{"source":"payments","n":' + huge + "}}"
@@ -94,7 +92,7 @@ async def test_job_numbers_beyond_float64_are_refused(client):  # noqa: F811
         {"startDate": "0001-01-01"},
     ],
 )
-async def test_list_dates_at_the_calendar_edges(client, params):  # noqa: F811
+async def test_list_dates_at_the_calendar_edges(client, params):
     for path in (BASE, f"{BASE}/unassigned"):
         response = await client.get(path, params=params)
         if params.get("endDate") == "0001-01-15" and "startDate" not in params:
@@ -121,12 +119,12 @@ async def test_list_dates_at_the_calendar_edges(client, params):  # noqa: F811
         ({"limit": "9" * 200}, "FET-0406"),
     ],
 )
-async def test_list_rejects_hostile_numbers_and_nul(client, params, code):  # noqa: F811
+async def test_list_rejects_hostile_numbers_and_nul(client, params, code):
     assert_error(await client.get(BASE, params=params), 400, code)
     assert_error(await client.get(f"{BASE}/unassigned", params=params), 400, code)
 
 
-async def test_list_still_takes_a_signed_or_large_page(client):  # noqa: F811
+async def test_list_still_takes_a_signed_or_large_page(client):
     await client.post(BASE, json=CONNECTION, headers=PRODUCT)
     body = (await client.get(BASE, params={"page": "+1"})).json()
     assert body["page"] == 1 and body["total"] == 1
@@ -134,7 +132,7 @@ async def test_list_still_takes_a_signed_or_large_page(client):  # noqa: F811
     assert body["items"] == []
 
 
-async def test_job_still_accepted_after_the_new_checks(client):  # noqa: F811
+async def test_job_still_accepted_after_the_new_checks(client):
     await client.post(BASE, json=CONNECTION, headers=PRODUCT)
     response = await client.post("/v1/fetcher", json=JOB)
     assert response.status_code == 202, response.text
@@ -150,7 +148,7 @@ async def test_job_still_accepted_after_the_new_checks(client):  # noqa: F811
         ("metadata", {"k": ["v\x00"]}),
     ],
 )
-async def test_nul_characters_in_a_connection_are_refused_per_field(client, field, value):  # noqa: F811
+async def test_nul_characters_in_a_connection_are_refused_per_field(client, field, value):
     body = {
         "configName": "nul_check",
         "type": "POSTGRESQL",
@@ -169,7 +167,7 @@ async def test_nul_characters_in_a_connection_are_refused_per_field(client, fiel
     assert response.json()["fields"] == {field: f"{field} must not contain NUL characters"}
 
 
-async def test_nul_characters_in_a_patch_are_refused(client):  # noqa: F811
+async def test_nul_characters_in_a_patch_are_refused(client):
     body = {
         "configName": "nul_patch",
         "type": "POSTGRESQL",

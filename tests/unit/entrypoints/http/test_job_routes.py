@@ -9,38 +9,8 @@ from adapters.memory.messaging import RecordingWorkQueue
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
-from tests.unit.application.conftest import app, in_memory_settings  # noqa: F401  (fixture)
-
-PRODUCT = {"X-Product-Name": "Payments"}
-CONNECTION = {
-    "configName": "pgsql",
-    "type": "POSTGRESQL",
-    "host": "db.local",
-    "port": 5432,
-    "databaseName": "pgsql",
-    "userName": "reader",
-    "password": "very secret",
-}
-JOB = {
-    "dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}},
-    "metadata": {"source": "payments"},
-}
-
-
-@pytest.fixture
-async def client(app):  # noqa: F811
-    async with AsyncTestClient(create_app(app.fetcher.api)) as test_client:
-        yield test_client
-
-
-def assert_error(response, status, code, message=None):
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["code"] == code
-    assert set(body) <= {"code", "title", "message", "fields"}
-    if message is not None:
-        assert body["message"] == message
-    return body
+from tests.support.http import CONNECTION, JOB, PRODUCT, assert_error
+from tests.support.twins import in_memory_settings
 
 
 async def test_connection_create_read_list_delete(client):
@@ -79,7 +49,7 @@ async def test_duplicate_config_name_conflicts(client):
     assert_error(again, 409, "FET-1002")
 
 
-async def test_job_lifecycle_over_http(client, app):  # noqa: F811
+async def test_job_lifecycle_over_http(client, app):
     await client.post("/v1/management/connections", json=CONNECTION, headers=PRODUCT)
     created = await client.post("/v1/fetcher", json=JOB)
     assert created.status_code == 202, created.text
@@ -182,7 +152,7 @@ class UnreachableBroker(RecordingWorkQueue):
         raise ConnectionError("cannot reach amqp://fetcher:hunter2@10.0.0.7:5672/ password=hunter2")
 
 
-async def test_readyz_does_not_show_credentials_of_a_failing_check(app, tmp_path):  # noqa: F811
+async def test_readyz_does_not_show_credentials_of_a_failing_check(app, tmp_path):
     async with bootstrap(
         in_memory_settings(tmp_path),
         roles={Role.API, Role.RELAY},

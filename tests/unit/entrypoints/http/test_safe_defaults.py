@@ -12,9 +12,8 @@ from application.queries.get_job import GetJob, GetJobHistory
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import HttpSecurity
 from entrypoints.roles import ApiServices
-from tests.unit.application.conftest import app  # noqa: F401  (fixture)
-from tests.unit.application.connection_kit import make_kit
-from tests.unit.entrypoints.http.test_job_routes import PRODUCT, assert_error, client  # noqa: F401  (fixture)
+from tests.support.connection_kit import make_kit
+from tests.support.http import PRODUCT, assert_error
 
 BODY = b'{"dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}}, "metadata": {"source": "payments"}}'  # noqa: E501
 UNPARSABLE = "unable to parse request body"
@@ -31,7 +30,7 @@ UNPARSABLE = "unable to parse request body"
         None,
     ],
 )
-async def test_a_body_that_is_not_application_json_is_unparsable(client, content_type):  # noqa: F811
+async def test_a_body_that_is_not_application_json_is_unparsable(client, content_type):
     headers = {"Content-Type": content_type} if content_type else {}
     response = await client.post("/v1/fetcher", content=BODY, headers=headers)
     assert_error(response, 400, "FET-0001", UNPARSABLE)
@@ -44,7 +43,7 @@ async def test_a_body_that_is_not_application_json_is_unparsable(client, content
 @pytest.mark.parametrize(
     "content_type", ["application/json", "application/json; charset=utf-8", "Application/JSON"]
 )
-async def test_application_json_with_parameters_is_accepted(client, app, content_type):  # noqa: F811
+async def test_application_json_with_parameters_is_accepted(client, app, content_type):
     await app.connection()
     response = await client.post(
         "/v1/fetcher", content=BODY, headers={"Content-Type": content_type}
@@ -52,7 +51,7 @@ async def test_application_json_with_parameters_is_accepted(client, app, content
     assert response.status_code == 202, response.text
 
 
-async def test_cors_is_off_by_default(client):  # noqa: F811
+async def test_cors_is_off_by_default(client):
     origin = {"Origin": "https://evil.example"}
     preflight = await client.options(
         "/v1/fetcher",
@@ -63,7 +62,7 @@ async def test_cors_is_off_by_default(client):  # noqa: F811
     assert "access-control-allow-origin" not in response.headers
 
 
-async def test_cors_allows_the_listed_origins_only_and_preflight_needs_no_token(app):  # noqa: F811
+async def test_cors_allows_the_listed_origins_only_and_preflight_needs_no_token(app):
     services = ApiServices(
         request_job=app.request_job,
         get_job=GetJob(app.store),
