@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
-from application.connection_directory import ConnectionDirectory
+from application.connection_directory import ConnectionDirectory, internal_id
 from application.endpoints import EndpointFactory
 from application.ports.credential_cipher import CredentialCipher
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.host_guard import HostGuard
-from domain.connection import Connection, Endpoint
+from domain.connection import Connection, DatabaseType, Endpoint
 from domain.connection_input import ConnectionInput
+from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 from entrypoints.roles import ConnectionServices, connection_services
 
@@ -117,3 +120,37 @@ def pg_input(name: str = "pgsql", **changes: object) -> ConnectionInput:
     }
     values.update(changes)
     return ConnectionInput(**values)  # type: ignore[arg-type]
+
+
+def internal_connection(
+    name: str,
+    kind: DatabaseType = DatabaseType.POSTGRESQL,
+    *,
+    host: str = "ledger.db",
+    database: str = "ledger",
+) -> Connection:
+    """An internal datasource (configured, never stored) named ``name``."""
+    return Connection(
+        id=internal_id(name),
+        product_name="",
+        config_name=name,
+        type=kind,
+        host=host,
+        port=5432,
+        database_name=database,
+        user_name="ledger",
+        password=None,
+        internal=True,
+    )
+
+
+async def raises(
+    awaitable: Awaitable[object], code: str, message: str | None = None
+) -> FetcherError:
+    """Awaits ``awaitable``, which must fail with ``code`` (and ``message`` when given)."""
+    with pytest.raises(FetcherError) as caught:
+        await awaitable
+    assert caught.value.code == code, (caught.value.code, caught.value.message)
+    if message is not None:
+        assert caught.value.message == message
+    return caught.value

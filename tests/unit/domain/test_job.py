@@ -154,3 +154,11 @@ def test_duplicate_blocking_rules():
     assert not done.blocks_duplicate(T0 + timedelta(minutes=5))
     failed, _ = given(lambda j: jobs.fail(j, "x", T0))
     assert not failed.blocks_duplicate(T0)
+
+
+def test_apply_returns_the_next_snapshot():
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    requested = jobs.request_job(
+        uuid4(), ExtractionRequest.create({"a": {"t": ["x"]}}, None, {"source": "payments"}), now
+    )
+    assert jobs.apply(requested, None).status == "pending"

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 
+from application.commands.run_job import RunLimits
 from application.ports.messaging import Settlement
+from domain.connection import SealedSecret
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
 
 SOURCE = {"source": "payments"}
@@ -189,3 +193,25 @@ async def test_a_filter_value_that_does_not_convert_fails_the_job_before_any_row
         "for column type 'integer', got 'ten'"
     )
     assert app.storage.objects == {} and app.storage.pending_uploads == 0
+
+
+def test_lease_outlasts_every_attempt_with_its_backoff():
+    assert RunLimits.lease_for(300) == timedelta(seconds=3 * 300 + 1 + 2 + 60)
+    assert RunLimits().claim_lease == RunLimits.lease_for(300)
+    assert RunLimits(timeout=60).claim_lease == timedelta(seconds=3 * 60 + 3 + 60)
+    with pytest.raises(ValueError, match="shorter than the work"):
+        RunLimits(timeout=600, lease=timedelta(minutes=10))
+
+
+async def test_credentials_under_a_retired_key_fail_the_job_at_once(app):
+    connection = await app.connection()
+    job = (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    retired = SealedSecret(connection.password.ciphertext, key_version="0")  # type: ignore[union-attr]
+    await app.repository.update(
+        replace(connection, password=retired, version=connection.version + 1)
+    )
+    app.run_job.limits = RunLimits(retry_backoff=30.0)  # a retry would make this test hang
+    await app.run_job(job.id)
+    last = (await app.store.job_events(job.id))[-1]
+    assert isinstance(last, JobFailed)
+    assert "key version '0'" in last.error and "[precondition]" in last.error

@@ -1,10 +1,12 @@
+"""The reaper: jobs whose worker stopped are redispatched, then failed; jobs nobody picks up
+fail after their timeout."""
+
 from __future__ import annotations
 
 from datetime import timedelta
 
 from adapters.memory.job_index import InMemoryJobIndex
 from application.policies.follower import ProjectionFollower
-from application.policies.publish_work_orders import DISPATCH_FAILED
 from application.policies.reap_jobs import ReapJobs
 from domain import job as jobs
 from domain.job import JobFailed
@@ -22,19 +24,6 @@ async def _projection(app):
     index = InMemoryJobIndex()
     follower = ProjectionFollower(name="projection", store=app.store, index=index)
     return index, follower
-
-
-async def test_projection_tracks_status_and_datasources(app):
-    index, follower = await _projection(app)
-    job = await _requested(app)
-    await follower.run_once()
-    assert await index.is_connection_in_use("pgsql")
-    assert not await index.is_connection_in_use("other")
-    await app.run_job(job.id)
-    await follower.run_once()
-    assert index.jobs[job.id].status == "completed"
-    assert not await index.is_connection_in_use("pgsql")
-    assert await follower.run_once() == 0  # its position moved with its rows
 
 
 async def test_reaper_redispatches_a_job_whose_lease_ran_out(app):
@@ -98,27 +87,3 @@ async def test_reaper_fails_a_job_never_picked_up(app):
     assert await reaper() == 1
     last = (await app.store.job_events(job.id))[-1]
     assert isinstance(last, JobFailed) and last.error == "job was not picked up within 60 minutes"
-
-
-async def test_dispatch_retries_then_fails_the_job_after_its_deadline(app):
-    job = await _requested(app)
-    app.queue.fail_next(100)
-    for _ in range(2):
-        try:
-            await app.dispatcher.run_once()
-        except Exception:
-            pass
-    assert jobs.fold(await app.store.job_events(job.id)).status == "pending"
-    app.clock.advance(minutes=11)
-    await app.dispatcher.run_once()
-    last = (await app.store.job_events(job.id))[-1]
-    assert isinstance(last, JobFailed) and last.error == DISPATCH_FAILED
-    await app.emitter.run_once()
-    assert [n.status for n in app.publisher.published] == ["failed"]
-
-
-async def test_no_work_order_for_a_job_already_ended(app):
-    job = await _requested(app)
-    await app.store.append([jobs.fail(job, "cancelled", app.clock.now())])
-    await app.dispatcher.run_once()
-    assert app.queue.published == []
