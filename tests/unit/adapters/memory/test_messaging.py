@@ -1,13 +1,12 @@
-"""The work queue and job-event publisher contracts on the in-process, embedded and recording
-twins (RabbitMQ runs the same contracts in ``tests/integration``)."""
+"""The recording messaging twins of the unit tests: the work queue and job-event publisher
+contracts on them, and the failures they play on demand."""
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncIterator
-from pathlib import Path
-from uuid import UUID
+from dataclasses import replace
+from datetime import UTC, datetime
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -16,53 +15,27 @@ from adapters.memory.messaging import (
     RecordingWorkConsumer,
     RecordingWorkQueue,
 )
-from adapters.messaging.envelope import header_text
-from adapters.messaging.local import (
-    InProcessWorkConsumer,
-    InProcessWorkQueue,
-    JsonlJobEventPublisher,
-)
-from application.ports.messaging import WorkConsumer, WorkHandler
+from application.errors import PublishFailed
+from application.ports.messaging import JobNotification, WorkConsumer, WorkHandler, WorkOrder
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract
-from tests.support.signing import HmacTestSigner
-
-SOURCE = "//lerian.fetcher/worker"
-FAST = {"retry_delay": 0.02, "error_backoff": 0.02, "max_backoff": 0.02}
 
 
-class InProcessInspector:
-    def __init__(self, queue: InProcessWorkQueue) -> None:
-        self._queue = queue
-
-    async def waiting(self) -> int:
-        return self._queue.messages.qsize()
-
-    async def dead_lettered(self) -> list[UUID]:
-        return [UUID(header_text(m.headers["jobId"])) for m in self._queue.dead_letters]
+def _order(job_id: UUID | None = None) -> WorkOrder:
+    job_id = job_id or uuid4()
+    return WorkOrder(job_id=job_id, body=json.dumps({"jobId": str(job_id)}).encode())
 
 
-class TestInProcessWorkQueue(WorkQueueContract):
-    @pytest.fixture
-    def queue(self) -> InProcessWorkQueue:
-        return InProcessWorkQueue(HmacTestSigner())
-
-    @pytest.fixture
-    async def broken_queue(self) -> InProcessWorkQueue:
-        queue = InProcessWorkQueue(HmacTestSigner())
-        await queue.close()
-        return queue
-
-    @pytest.fixture
-    def consumer_for(self, queue: InProcessWorkQueue) -> ConsumerFactory:
-        async def make(handler: WorkHandler) -> WorkConsumer:
-            return InProcessWorkConsumer(queue, HmacTestSigner(), handler, **FAST)
-
-        return make
-
-    @pytest.fixture
-    def inspector(self, queue: InProcessWorkQueue) -> InProcessInspector:
-        return InProcessInspector(queue)
+def _notification(status: str = "completed") -> JobNotification:
+    job_id = uuid4()
+    body = f'{{"jobId":"{job_id}","metadata":{{"note":"café <&>"}},"status":"{status}"}}'
+    return JobNotification(
+        job_id=job_id,
+        status=status,
+        body=body.encode(),
+        time=datetime(2026, 7, 13, 13, 0, tzinfo=UTC),
+        request_id="req-1",
+    )
 
 
 class RecordingInspector:
@@ -100,56 +73,6 @@ class TestRecordingWorkQueue(WorkQueueContract):
         return RecordingInspector(queue)
 
 
-class JsonlInspector:
-    """Reads the events file back and checks every line's signature."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._signer = HmacTestSigner()
-
-    async def delivered(self) -> list[Delivered]:
-        if not self._path.exists():
-            return []
-        found = []
-        for line in self._path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            body = record["body"].encode("utf-8")
-            self._signer.verify(
-                headers=record["headers"],
-                exchange=record["exchange"],
-                routing_key=record["routingKey"],
-                body=body,
-                now=int(time.time()),
-                max_age=None,
-            )
-            found.append(Delivered(record["headers"]["ce-id"], body))
-        return found
-
-
-class TestJsonlJobEventPublisher(JobEventPublisherContract):
-    @pytest.fixture
-    def path(self, tmp_path: Path) -> Path:
-        return tmp_path / "data" / "events.jsonl"
-
-    @pytest.fixture
-    async def publisher(self, path: Path) -> AsyncIterator[JsonlJobEventPublisher]:
-        publisher = JsonlJobEventPublisher(path, source=SOURCE, signer=HmacTestSigner())
-        yield publisher
-        await publisher.close()
-
-    @pytest.fixture
-    def broken_publisher(self, tmp_path: Path) -> JsonlJobEventPublisher:
-        blocker = tmp_path / "not-a-folder"
-        blocker.write_text("")
-        return JsonlJobEventPublisher(
-            blocker / "events.jsonl", source=SOURCE, signer=HmacTestSigner()
-        )
-
-    @pytest.fixture
-    def inspector(self, path: Path) -> JsonlInspector:
-        return JsonlInspector(path)
-
-
 class RecordingEventInspector:
     def __init__(self, publisher: RecordingJobEventPublisher) -> None:
         self._publisher = publisher
@@ -174,3 +97,33 @@ class TestRecordingJobEventPublisher(JobEventPublisherContract):
     @pytest.fixture
     def inspector(self, publisher: RecordingJobEventPublisher) -> RecordingEventInspector:
         return RecordingEventInspector(publisher)
+
+
+async def test_recording_work_queue_fails_the_next_publishes_on_demand() -> None:
+    queue = RecordingWorkQueue()
+    queue.fail_next(2)
+    order = _order()
+
+    for _ in range(2):
+        with pytest.raises(PublishFailed):
+            await queue.publish(order)
+    await queue.publish(order)
+
+    assert queue.published == [order]
+    assert queue.attempts == 3
+
+
+async def test_recording_event_publisher_records_event_ids() -> None:
+    publisher = RecordingJobEventPublisher()
+    event = _notification("failed")
+    publisher.fail_next()
+
+    with pytest.raises(PublishFailed):
+        await publisher.publish(event)
+    await publisher.publish(event)
+    await publisher.publish(replace(event))
+
+    assert publisher.event_ids == [f"fetcher.job.failed.{event.job_id}"] * 2
+    publisher.unavailable = True
+    with pytest.raises(PublishFailed):
+        await publisher.check()

@@ -1,4 +1,6 @@
-"""The embedded messaging twins and the recording fakes."""
+"""The embedded messaging of `fetcher serve`: the in-process work queue and its consumer, the
+events file; the work queue and job-event publisher contracts on them (RabbitMQ runs the same
+contracts in ``tests/integration``)."""
 
 from __future__ import annotations
 
@@ -6,24 +8,35 @@ import asyncio
 import hashlib
 import hmac
 import json
-from dataclasses import replace
+import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
 
-from adapters.memory.messaging import RecordingJobEventPublisher, RecordingWorkQueue
+from adapters.messaging.envelope import header_text
 from adapters.messaging.local import (
     InProcessWorkConsumer,
     InProcessWorkQueue,
     JsonlJobEventPublisher,
 )
 from application.errors import PublishFailed
-from application.ports.messaging import JobNotification, Settlement, WorkOrder
+from application.ports.messaging import (
+    JobNotification,
+    Settlement,
+    WorkConsumer,
+    WorkHandler,
+    WorkOrder,
+)
+from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
+from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract
 from tests.support.signing import KEY, HmacTestSigner
 
 NOW = 1_780_000_000
+SOURCE = "//lerian.fetcher/worker"
+FAST = {"retry_delay": 0.02, "error_backoff": 0.02, "max_backoff": 0.02}
 
 
 def _order(job_id: UUID | None = None) -> WorkOrder:
@@ -211,36 +224,6 @@ async def test_jsonl_publisher_reports_an_unwritable_file(tmp_path: Path) -> Non
         await publisher.publish(_notification())
 
 
-async def test_recording_work_queue_fails_the_next_publishes_on_demand() -> None:
-    queue = RecordingWorkQueue()
-    queue.fail_next(2)
-    order = _order()
-
-    for _ in range(2):
-        with pytest.raises(PublishFailed):
-            await queue.publish(order)
-    await queue.publish(order)
-
-    assert queue.published == [order]
-    assert queue.attempts == 3
-
-
-async def test_recording_event_publisher_records_event_ids() -> None:
-    publisher = RecordingJobEventPublisher()
-    event = _notification("failed")
-    publisher.fail_next()
-
-    with pytest.raises(PublishFailed):
-        await publisher.publish(event)
-    await publisher.publish(event)
-    await publisher.publish(replace(event))
-
-    assert publisher.event_ids == [f"fetcher.job.failed.{event.job_id}"] * 2
-    publisher.unavailable = True
-    with pytest.raises(PublishFailed):
-        await publisher.check()
-
-
 async def test_cancelling_run_drains_in_flight_work_and_loses_no_message() -> None:
     signer = HmacTestSigner()
     queue = InProcessWorkQueue(signer)
@@ -264,3 +247,87 @@ async def test_cancelling_run_drains_in_flight_work_and_loses_no_message() -> No
     assert finished.is_set()
     await queue.publish(_order())
     assert queue.messages.qsize() == 1
+
+
+class InProcessInspector:
+    def __init__(self, queue: InProcessWorkQueue) -> None:
+        self._queue = queue
+
+    async def waiting(self) -> int:
+        return self._queue.messages.qsize()
+
+    async def dead_lettered(self) -> list[UUID]:
+        return [UUID(header_text(m.headers["jobId"])) for m in self._queue.dead_letters]
+
+
+class TestInProcessWorkQueue(WorkQueueContract):
+    @pytest.fixture
+    def queue(self) -> InProcessWorkQueue:
+        return InProcessWorkQueue(HmacTestSigner())
+
+    @pytest.fixture
+    async def broken_queue(self) -> InProcessWorkQueue:
+        queue = InProcessWorkQueue(HmacTestSigner())
+        await queue.close()
+        return queue
+
+    @pytest.fixture
+    def consumer_for(self, queue: InProcessWorkQueue) -> ConsumerFactory:
+        async def make(handler: WorkHandler) -> WorkConsumer:
+            return InProcessWorkConsumer(queue, HmacTestSigner(), handler, **FAST)
+
+        return make
+
+    @pytest.fixture
+    def inspector(self, queue: InProcessWorkQueue) -> InProcessInspector:
+        return InProcessInspector(queue)
+
+
+class JsonlInspector:
+    """Reads the events file back and checks every line's signature."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._signer = HmacTestSigner()
+
+    async def delivered(self) -> list[Delivered]:
+        if not self._path.exists():
+            return []
+        found = []
+        for line in self._path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            body = record["body"].encode("utf-8")
+            self._signer.verify(
+                headers=record["headers"],
+                exchange=record["exchange"],
+                routing_key=record["routingKey"],
+                body=body,
+                now=int(time.time()),
+                max_age=None,
+            )
+            found.append(Delivered(record["headers"]["ce-id"], body))
+        return found
+
+
+class TestJsonlJobEventPublisher(JobEventPublisherContract):
+    @pytest.fixture
+    def path(self, tmp_path: Path) -> Path:
+        return tmp_path / "data" / "events.jsonl"
+
+    @pytest.fixture
+    async def publisher(self, path: Path) -> AsyncIterator[JsonlJobEventPublisher]:
+        publisher = JsonlJobEventPublisher(path, source=SOURCE, signer=HmacTestSigner())
+        yield publisher
+        await publisher.close()
+
+    @pytest.fixture
+    def broken_publisher(self, tmp_path: Path) -> JsonlJobEventPublisher:
+        blocker = tmp_path / "not-a-folder"
+        blocker.write_text("")
+        return JsonlJobEventPublisher(
+            blocker / "events.jsonl", source=SOURCE, signer=HmacTestSigner()
+        )
+
+    @pytest.fixture
+    def inspector(self, path: Path) -> JsonlInspector:
+        return JsonlInspector(path)

@@ -1,31 +1,14 @@
-"""The host guard, the guarded reader, the token bucket and the schema cache."""
+"""The host guard: which addresses are internal, and pinning a name to an address it checked."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from uuid import uuid4
 
 import pytest
 
-from adapters.memory.datasource_reader import InMemoryDatasourceReader, MemoryTable
-from adapters.memory.rate_limiter import InMemoryTokenBucket
-from adapters.memory.schema_cache import InMemorySchemaCache
-from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard, is_blocked_address, system_resolver
-from application.endpoints import TrustedEndpoint
 from application.errors import ConnectFailure, DatasourceUnavailable, ForbiddenHost
-from application.ports.schema_cache import SchemaKey
-from domain.connection import DatabaseType, Endpoint
-from domain.schema import Column, Schema, Table, TableRead
-
-
-class Ticks:
-    def __init__(self) -> None:
-        self.value = 0.0
-
-    def __call__(self) -> float:
-        return self.value
 
 
 def resolver(table: dict[str, list[str]]):
@@ -35,9 +18,6 @@ def resolver(table: dict[str, list[str]]):
         return table[host]
 
     return resolve
-
-
-# --- host guard -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -140,146 +120,4 @@ async def test_system_resolver_resolves_loopback_names():
     assert "127.0.0.1" in await system_resolver("localhost", 5432)
 
 
-# --- guarded reader -------------------------------------------------------------------------
-
-
-def _endpoint(host: str, ssl_mode: str = "", cls=Endpoint) -> Endpoint:
-    return cls(
-        type=DatabaseType.POSTGRESQL,
-        host=host,
-        port=5432,
-        database_name="app",
-        user_name="u",
-        password="p",
-        ssl_mode=ssl_mode,
-    )
-
-
-class Recording(InMemoryDatasourceReader):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hosts: list[str] = []
-
-    async def test(self, endpoint, timeout):
-        self.hosts.append(endpoint.host)
-
-    async def discover(self, endpoint, scope):
-        self.hosts.append(endpoint.host)
-        return Schema(tables={})
-
-
-async def test_guarded_reader_dials_the_address_it_checked():
-    inner = Recording()
-    reader = GuardedDatasourceReader(
-        inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
-    )
-    await reader.test(_endpoint("db.example.com"), 1)
-    await reader.discover(_endpoint("db.example.com", "require"), ())
-    assert inner.hosts == ["93.184.216.34", "93.184.216.34"]
-    with pytest.raises(ForbiddenHost):
-        await reader.test(_endpoint("localhost"), 1)
-    assert len(inner.hosts) == 2
-
-
-async def test_guarded_reader_keeps_the_name_when_tls_verifies_it():
-    inner = Recording()
-    reader = GuardedDatasourceReader(
-        inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
-    )
-    await reader.test(_endpoint("db.example.com", "verify-full"), 1)
-    assert inner.hosts == ["db.example.com"]
-
-
-async def test_guarded_reader_lets_internal_datasources_through():
-    inner = Recording()
-    reader = GuardedDatasourceReader(inner, NetworkHostGuard(resolver({})))
-    await reader.test(_endpoint("10.0.0.5", cls=TrustedEndpoint), 1)
-    assert inner.hosts == ["10.0.0.5"]
-
-
-async def test_guarded_reader_extracts_through_the_pinned_address():
-    inner = InMemoryDatasourceReader()
-    inner.database("93.184.216.34", "app").tables["t"] = MemoryTable(
-        columns=[("id", "integer")], rows=[{"id": 1}]
-    )
-    reader = GuardedDatasourceReader(
-        inner, NetworkHostGuard(resolver({"db.example.com": ["93.184.216.34"]}))
-    )
-    table = Table(None, "t", (Column("id", "integer"),))
-    endpoint = _endpoint("db.example.com")
-    prepared = reader.prepare(endpoint, [TableRead("t", table, table.columns)])
-    chunks = [c async for c in reader.stream(endpoint, prepared)]
-    assert [c.data for c in chunks] == [b'{"id":1}']
-
-
-async def test_guarded_reader_checks_the_host_when_the_stream_starts_before_the_engine_dials():
-    class Streams(InMemoryDatasourceReader):
-        streamed: list[str] = []
-
-        def stream(self, endpoint, prepared):
-            self.streamed.append(endpoint.host)
-            return super().stream(endpoint, prepared)
-
-    inner = Streams()
-    inner.database("db.example.com", "app").tables["t"] = MemoryTable(columns=[("id", "integer")])
-    reader = GuardedDatasourceReader(inner, NetworkHostGuard(resolver({})))
-    table = Table(None, "t", (Column("id", "integer"),))
-    endpoint = _endpoint("localhost")
-    prepared = reader.prepare(endpoint, [TableRead("t", table, table.columns)])
-    stream = reader.stream(endpoint, prepared)
-    assert inner.streamed == []
-    with pytest.raises(ForbiddenHost):
-        await anext(stream)
-    assert inner.streamed == []
-
-
-# --- token bucket ---------------------------------------------------------------------------
-
-
-async def test_token_bucket_allows_a_burst_then_one_every_six_seconds():
-    ticks = Ticks()
-    bucket = InMemoryTokenBucket(10, 10, now=ticks)
-    assert [await bucket.acquire("a") for _ in range(10)] == [0.0] * 10
-    assert await bucket.acquire("a") == pytest.approx(6.0)
-    assert await bucket.acquire("b") == 0.0
-    ticks.value = 3.0
-    assert await bucket.acquire("a") == pytest.approx(3.0)
-    ticks.value = 6.0
-    assert await bucket.acquire("a") == 0.0
-    assert await bucket.acquire("a") == pytest.approx(6.0)
-
-
-async def test_token_bucket_forgets_full_buckets_beyond_its_key_limit():
-    ticks = Ticks()
-    bucket = InMemoryTokenBucket(10, 10, max_keys=5, now=ticks)
-    for i in range(20):
-        await bucket.acquire(f"k{i}")
-    ticks.value = 60.0
-    await bucket.acquire("last")
-    assert len(bucket._buckets) <= 5
-
-
 # --- schema cache ---------------------------------------------------------------------------
-
-
-async def test_schema_cache_expires_and_drops_per_connection():
-    ticks = Ticks()
-    cache = InMemorySchemaCache(300, now=ticks)
-    first, second = uuid4(), uuid4()
-    schema = Schema(tables={})
-    await cache.put(SchemaKey(first, 1, ("public",)), schema)
-    await cache.put(SchemaKey(first, 2, ()), schema)
-    await cache.put(SchemaKey(second, 1, ()), schema)
-    assert await cache.get(SchemaKey(first, 1, ("public",))) is schema
-    assert await cache.get(SchemaKey(first, 1, ())) is None
-    await cache.drop(first)
-    assert len(cache) == 1
-    ticks.value = 300.0
-    assert await cache.get(SchemaKey(second, 1, ())) is None and len(cache) == 0
-
-
-async def test_schema_cache_stays_bounded():
-    cache = InMemorySchemaCache(300, max_entries=3, now=Ticks())
-    for version in range(10):
-        await cache.put(SchemaKey(uuid4(), version, ()), Schema(tables={}))
-    assert len(cache) == 3

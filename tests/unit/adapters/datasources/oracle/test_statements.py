@@ -1,9 +1,9 @@
-"""Oracle statements, connection arguments and row encoding, without a server."""
+"""Oracle statements (discovery, projection, filters), the rows they encode and the session
+they run in, without a server."""
 
 from __future__ import annotations
 
 import json
-import ssl
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -11,7 +11,6 @@ from typing import Any
 import oracledb
 import pytest
 
-from adapters.datasources.oracle.connection import SERVICE_NAME_REQUIRED, connect_arguments
 from adapters.datasources.oracle.reader import OracleReader
 from adapters.datasources.oracle.statements import (
     OracleColumn,
@@ -22,7 +21,6 @@ from adapters.datasources.oracle.statements import (
     table_key,
 )
 from adapters.datasources.oracle.values import column_type
-from application.errors import InvalidSslMode
 from domain.connection import DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.names import normalise_field, normalise_table
@@ -52,10 +50,6 @@ TABLE = Table("HR", "Orders", COLUMNS)
 COLUMN = {name.upper(): f'"HR"."Orders"."{name}"' for name, _ in PHYSICAL}
 
 
-def _fields(endpoint: Endpoint) -> dict[str, Any]:
-    return {name: getattr(endpoint, name) for name in Endpoint.__dataclass_fields__}
-
-
 def statement(
     columns: tuple[str, ...] = ("ID",), filters: dict[str, dict[str, tuple[Any, ...]]] | None = None
 ) -> tuple[str, dict[str, Any]]:
@@ -70,66 +64,6 @@ def statement(
 def where(filters: dict[str, dict[str, tuple[Any, ...]]]) -> tuple[str, dict[str, Any]]:
     sql, params = statement(("ID",), filters)
     return sql.split("\nWHERE ", 1)[1], params
-
-
-# --- connection -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "options", [{}, {"serviceName": ""}, {"serviceName": "  "}, {"serviceName": 1}]
-)
-def test_service_name_is_required(options: dict[str, Any]) -> None:
-    endpoint = Endpoint(**{**_fields(ENDPOINT), "options": options})
-    with pytest.raises(InvalidRequest) as caught:
-        connect_arguments(endpoint, 5)
-    assert caught.value.message == SERVICE_NAME_REQUIRED
-    assert caught.value.code == "FET-0401"
-
-
-async def test_missing_service_name_fails_the_connection_test_before_dialling() -> None:
-    with pytest.raises(InvalidRequest, match=SERVICE_NAME_REQUIRED):
-        await OracleReader().test(Endpoint(**{**_fields(ENDPOINT), "options": {}}), 1)
-
-
-def test_credentials_and_service_are_driver_arguments() -> None:
-    arguments = connect_arguments(ENDPOINT, 5)
-    assert arguments == {
-        "user": "reader", "password": "p@ss:w/rd ünï", "host": "db.example", "port": 1521,
-        "service_name": "FREEPDB1", "tcp_connect_timeout": 5, "retry_count": 0,
-        "program": "fetcher", "protocol": "tcp",
-    }  # fmt: skip
-    params = oracledb.ConnectParams(**{k: v for k, v in arguments.items() if k != "password"})
-    assert params.service_name == "FREEPDB1"
-    assert "p@ss" not in params.get_connect_string()
-
-
-@pytest.mark.parametrize("mode", ["", "disable", "false"])
-def test_ssl_off_modes_use_plain_tcp(mode: str) -> None:
-    arguments = connect_arguments(Endpoint(**{**_fields(ENDPOINT), "ssl_mode": mode}), 5)
-    assert arguments["protocol"] == "tcp"
-    assert "ssl_context" not in arguments
-
-
-@pytest.mark.parametrize("mode", ["true", "enable", "verify"])
-def test_ssl_verifying_modes(mode: str) -> None:
-    arguments = connect_arguments(Endpoint(**{**_fields(ENDPOINT), "ssl_mode": mode}), 5)
-    assert arguments["protocol"] == "tcps"
-    assert arguments["ssl_server_dn_match"] is True
-    context = arguments["ssl_context"]
-    assert isinstance(context, ssl.SSLContext)
-    assert context.verify_mode == ssl.CERT_REQUIRED
-
-
-def test_ssl_skip_verify_encrypts_without_verifying() -> None:
-    arguments = connect_arguments(Endpoint(**{**_fields(ENDPOINT), "ssl_mode": "skip-verify"}), 5)
-    assert arguments["protocol"] == "tcps"
-    assert arguments["ssl_server_dn_match"] is False
-    assert arguments["ssl_context"].verify_mode == ssl.CERT_NONE
-
-
-def test_unknown_ssl_mode_is_rejected() -> None:
-    with pytest.raises(InvalidSslMode):
-        connect_arguments(Endpoint(**{**_fields(ENDPOINT), "ssl_mode": "require"}), 5)
 
 
 # --- discovery --------------------------------------------------------------------------------
@@ -160,7 +94,7 @@ def test_discovery_reads_the_owners_tables_with_bound_owners() -> None:
         ("EMPLOYEES", False), ("HR", False), ("SYSTEMS", False), ("my_redo", False),
     ],
 )  # fmt: skip
-def test_system_objects(name: str, system: bool) -> None:
+def test_system_objects_are_recognised(name: str, system: bool) -> None:
     assert is_system(name) is system
 
 
