@@ -18,9 +18,7 @@ import pytest
 
 from domain.error_catalogue import CATALOGUE, CatalogueEntry
 from domain.errors import FetcherError, InvalidTransition
-from entrypoints.http.app import MAX_BODY_BYTES
 from entrypoints.http.errors import status_of
-from tests.support.http import assert_error
 
 ROOT = Path(__file__).resolve().parents[3]
 LAYERS = ("domain", "application", "adapters", "entrypoints")
@@ -308,13 +306,3 @@ def test_no_module_writes_a_code_outside_the_catalogue():
         for code in code_literals(path.read_text())
     }
     assert offenders == set()
-
-
-async def test_framework_refusals_keep_the_framework_status(client):
-    body = assert_error(await client.put("/v1/fetcher"), 405, "FET-0001", "Cannot PUT /v1/fetcher")
-    assert body["title"] == "Method Not Allowed"
-    too_large = b"{" + b" " * MAX_BODY_BYTES + b"}"
-    response = await client.post(
-        "/v1/fetcher", content=too_large, headers={"Content-Type": "application/json"}
-    )
-    assert assert_error(response, 413, "FET-0001")["title"] == "Request Entity Too Large"

@@ -23,11 +23,12 @@ from application.errors import (
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
 from tests.support.connection_kit import make_kit
-from tests.support.http import assert_error
+from tests.support.http import CONNECTION, assert_error
 from tests.support.twins import in_memory_settings
 
 BASE = "/v1/management/connections"
 PRODUCT = {"X-Product-Name": " Payments "}
+PLAIN_PRODUCT = {"X-Product-Name": "Payments"}
 BODY = {
     "configName": "pgsql",
     "type": "POSTGRESQL",
@@ -455,3 +456,49 @@ async def test_validate_schema(client, app):
     nothing = {"mappedFields": {"ghost": {"t": ["a"]}}}
     assert_error(await client.post(path, json=nothing), 400, "FET-1062")
     assert_error(await client.post(path, json={"mappedFields": {"a": "b"}}), 400, "FET-0001")
+
+
+class TestThePlainService:
+    """The connection routes of the service as ``app`` wires it: no internal datasource, no
+    SSRF guard."""
+
+    @pytest.fixture
+    async def client(self, app):
+        async with AsyncTestClient(create_app(app.fetcher.api)) as test_client:
+            yield test_client
+
+    async def test_connection_create_read_list_delete(self, client):
+        created = await client.post(
+            "/v1/management/connections", json=CONNECTION, headers=PLAIN_PRODUCT
+        )
+        assert created.status_code == 201, created.text
+        body = created.json()
+        assert "password" not in created.text and "very secret" not in created.text
+        assert body["productName"] == "payments" and body["configName"] == "pgsql"
+        read = await client.get(f"/v1/management/connections/{body['id']}")
+        assert read.json() == body
+        listing = (await client.get("/v1/management/connections")).json()
+        assert listing["total"] == 1 and listing["items"][0]["id"] == body["id"]
+        assert (await client.delete(f"/v1/management/connections/{body['id']}")).status_code == 204
+        again = await client.delete(f"/v1/management/connections/{body['id']}")
+        assert_error(again, 404, "FET-1001")
+
+    async def test_connection_requires_product_header(self, client):
+        response = await client.post("/v1/management/connections", json=CONNECTION)
+        assert_error(
+            response, 400, "FET-0403", "X-Product-Name header is required and must not be empty"
+        )
+
+    async def test_connection_missing_fields_are_listed(self, client):
+        response = await client.post(
+            "/v1/management/connections", json={"configName": "abc"}, headers=PLAIN_PRODUCT
+        )
+        body = assert_error(response, 400, "FET-0402")
+        assert set(body["fields"]) == {"type", "host", "databaseName", "userName", "password"}
+
+    async def test_duplicate_config_name_conflicts(self, client):
+        await client.post("/v1/management/connections", json=CONNECTION, headers=PLAIN_PRODUCT)
+        again = await client.post(
+            "/v1/management/connections", json=CONNECTION, headers=PLAIN_PRODUCT
+        )
+        assert_error(again, 409, "FET-1002")
