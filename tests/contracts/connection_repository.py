@@ -1,41 +1,31 @@
-"""One contract for every connection repository: the in-memory twin, SQLite and PostgreSQL."""
+"""One contract for every connection repository: the in-memory twin (unit suite), SQLite and
+PostgreSQL (integration suite).
+
+A subclass provides a ``repo`` fixture yielding a fresh, empty repository, and a
+``secrets_at_rest`` fixture reading its storage directly.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from uuid import UUID, uuid4
 
 import pytest
-from sqlalchemy import column, select, text
 
-from adapters.common.postgres import PostgresAddress
-from adapters.memory.connection_repository import InMemoryConnectionRepository
-from adapters.sql.connection_repository import SqlaConnectionRepository
-from adapters.sql.tables import create_engine_for
-from application.ports.connection_repository import ConnectionQuery
+from application.ports.connection_repository import ConnectionQuery, ConnectionRepository
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
-from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound, Unavailable
-from tests.integration.conftest import fresh_pg_database
-from tests.integration.connection_api import repository_from_url
+from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound
 
-pytestmark = pytest.mark.integration
-
-PG_ADMIN_DSN = os.environ.get(
-    "FETCHER_TEST_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 FET_1002_MESSAGE = (
     "An entity of type connection with the same unique attributes already exists. Please use "
     "different values to avoid conflicts and review the data provided in the request."
 )
 
-Repository = InMemoryConnectionRepository | SqlaConnectionRepository
+Repository = ConnectionRepository
 SecretsAtRest = Callable[[UUID], Awaitable[dict[str, object]]]
 """What the storage itself still holds of a connection's secrets (deleted rows included):
 each of password, SSL CA, certificate and key, None once nothing of it is left."""
@@ -274,100 +264,3 @@ class ConnectionRepositoryContract:
 
     async def test_check_passes_when_reachable(self, repo: Repository) -> None:
         await repo.check()
-
-
-@asynccontextmanager
-async def _sql_secrets_at_rest(url: str | None, sqlite_path: Path) -> AsyncIterator[SecretsAtRest]:
-    """Reads the secret columns of a row with a separate engine, deleted rows included."""
-    engine = create_engine_for(PostgresAddress.from_url(url) if url else sqlite_path)
-    columns = ", ".join(f"{n}_ciphertext, {n}_key_version" for n in SECRET_NAMES)
-
-    async def read(connection_id: UUID) -> dict[str, object]:
-        async with engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    select(text(columns))
-                    .select_from(text("fetcher_connections"))
-                    .where(column("id") == connection_id)
-                )
-            ).one()
-        pairs = zip(row[0::2], row[1::2], strict=True)
-        return {
-            name: None if pair == (None, None) else pair
-            for name, pair in zip(SECRET_NAMES, pairs, strict=True)
-        }
-
-    try:
-        yield read
-    finally:
-        await engine.dispose()
-
-
-class TestInMemoryConnectionRepository(ConnectionRepositoryContract):
-    @pytest.fixture
-    async def repo(self) -> AsyncIterator[Repository]:
-        yield InMemoryConnectionRepository()
-
-    @pytest.fixture
-    def secrets_at_rest(self, repo: InMemoryConnectionRepository) -> SecretsAtRest:
-        async def read(connection_id: UUID) -> dict[str, object]:
-            stored = repo.stored(connection_id)
-            assert stored is not None
-            ssl = stored.ssl
-            values = (stored.password, *((ssl.ca, ssl.cert, ssl.key) if ssl else (None,) * 3))
-            return dict(zip(SECRET_NAMES, values, strict=True))
-
-        return read
-
-
-class TestSqliteConnectionRepository(ConnectionRepositoryContract):
-    @pytest.fixture
-    async def repo(self, tmp_path: Path) -> AsyncIterator[Repository]:
-        repo = repository_from_url(None, tmp_path / "data" / "fetcher.db")
-        await repo.create_schema()
-        await repo.create_schema()  # idempotent
-        yield repo
-        await repo.close()
-
-    @pytest.fixture
-    async def secrets_at_rest(self, tmp_path: Path) -> AsyncIterator[SecretsAtRest]:
-        async with _sql_secrets_at_rest(None, tmp_path / "data" / "fetcher.db") as read:
-            yield read
-
-
-@pytest.fixture(scope="module")
-def pg_connections_database() -> Iterator[str]:
-    with fresh_pg_database("fetcher_conn_test") as url:
-        yield url
-
-
-class TestPostgresConnectionRepository(ConnectionRepositoryContract):
-    @pytest.mark.parametrize("database", ["127.0.0.1:1/fetcher", "127.0.0.1:5432/no_such_db"])
-    async def test_unusable_database_raises_unavailable(
-        self, database: str, tmp_path: Path
-    ) -> None:
-        repo = repository_from_url(f"postgresql://postgres@{database}", tmp_path)
-        try:
-            with pytest.raises(Unavailable):
-                await repo.check()
-            with pytest.raises(Unavailable):
-                await repo.get(uuid4())
-        finally:
-            await repo.close()
-
-    @pytest.fixture
-    async def repo(self, pg_connections_database: str, tmp_path: Path) -> AsyncIterator[Repository]:
-        engine = create_engine_for(PostgresAddress.from_url(pg_connections_database))
-        repo = SqlaConnectionRepository(engine)
-        await repo.create_schema()
-        yield repo
-        async with engine.begin() as conn:
-            await conn.execute(text("TRUNCATE fetcher_connections"))
-        await engine.dispose()
-
-    @pytest.fixture
-    async def secrets_at_rest(
-        self, pg_connections_database: str, tmp_path: Path
-    ) -> AsyncIterator[SecretsAtRest]:
-        async with _sql_secrets_at_rest(pg_connections_database, tmp_path / "unused.db") as read:
-            yield read

@@ -1,25 +1,19 @@
-"""The JobIndex port's contract, for the in-memory twin, SQLite and PostgreSQL."""
+"""One contract for every ``JobIndex``: the in-memory twin (unit suite), SQLite and PostgreSQL
+(integration suite).
+
+A subclass provides an ``index`` fixture yielding a fresh, empty index.
+"""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
-
-from adapters.common.postgres import PostgresAddress
-from adapters.memory.job_index import InMemoryJobIndex
-from adapters.sql.job_index import SqlaJobIndex
-from adapters.sql.tables import create_engine_for
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex
 from domain import job as jobs
 from domain.request import ExtractionRequest
-from tests.integration.conftest import fresh_pg_database
 
-PG_ADMIN_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=10)
 
@@ -90,45 +84,3 @@ class JobIndexContract:
         assert by_id[old.originator_id].datasources == ("a1",)
         early = await index.stalled(now=T0 + timedelta(minutes=5), pending_before=T0)
         assert early == []
-
-
-class TestInMemoryJobIndex(JobIndexContract):
-    @pytest.fixture
-    async def index(self) -> AsyncIterator[JobIndex]:
-        yield InMemoryJobIndex()
-
-
-class TestSqliteJobIndex(JobIndexContract):
-    @pytest.fixture
-    async def index(self, tmp_path: Path) -> AsyncIterator[JobIndex]:
-        engine = create_engine_for(tmp_path / "index.db")
-        index = SqlaJobIndex(engine)
-        await index.create_schema()
-        await index.create_schema()
-        yield index
-        await engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def pg_index_database() -> Iterator[str]:
-    with fresh_pg_database("fetcher_index_test") as url:
-        yield url
-
-
-class TestPostgresJobIndex(JobIndexContract):
-    @pytest.fixture
-    async def index(self, pg_index_database: str, tmp_path: Path) -> AsyncIterator[JobIndex]:
-        engine = create_engine_for(PostgresAddress.from_url(pg_index_database))
-        index = SqlaJobIndex(engine)
-        await index.create_schema()
-        yield index
-        from sqlalchemy import text
-
-        async with engine.begin() as conn:
-            await conn.execute(
-                text(
-                    "TRUNCATE fetcher_job_index, fetcher_job_datasources, "
-                    "fetcher_projection_positions"
-                )
-            )
-        await engine.dispose()
