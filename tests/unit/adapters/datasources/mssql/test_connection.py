@@ -3,6 +3,7 @@ attributes per SSL mode; a bad setting fails before anything is dialled."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -140,7 +141,13 @@ def test_driver_is_configurable_without_loading_odbc() -> None:
     assert SqlServerReader(driver="My Driver").driver() == "My Driver"
 
 
-async def test_unknown_ssl_mode_fails_the_connection_test_before_dialling() -> None:
+async def test_unknown_ssl_mode_fails_the_connection_test_before_dialling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nothing that dials can be loaded: the ODBC driver manager is never reached, whether or
+    # not this machine has one.
+    monkeypatch.setitem(sys.modules, "aioodbc", None)
+    monkeypatch.setitem(sys.modules, "pyodbc", None)
     reader = SqlServerReader(driver=DEFAULT_DRIVER)
     with pytest.raises(InvalidSslMode):
         await reader.test(Endpoint(**{**_fields(ENDPOINT), "ssl_mode": "bogus"}), 1)
