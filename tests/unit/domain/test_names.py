@@ -44,5 +44,5 @@ def test_field_names_upper_cased_only_on_oracle():
         (T.MONGODB, ["a"], ()),
     ],
 )
-def test_discovery_scope(db, names, scope):
+def test_discovery_scope_is_the_schemas_the_requested_tables_name(db, names, scope):
     assert discovery_scope(db, names) == scope

@@ -21,14 +21,14 @@ LEDGER = {
 }
 
 
-def test_defaults():
+def test_connection_settings_have_the_reference_defaults():
     options = Settings.from_env({}).connections
     assert options.schema_cache_ttl_seconds == 300 and not options.ssrf_guard
     assert (options.max_pagination_limit, options.max_pagination_months) == (100, 1)
     assert options.internal == ()
 
 
-def test_values_are_read():
+def test_connection_settings_are_read_from_the_environment():
     options = Settings.from_env(
         {
             "SCHEMA_CACHE_TTL_SECONDS": "60",

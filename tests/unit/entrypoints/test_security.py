@@ -128,7 +128,7 @@ def test_the_plugin_address_is_ignored_unless_enabled():
         ("fetcher.internal", False),
     ],
 )
-def test_loopback_addresses(host, loopback):
+def test_only_loopback_hosts_count_as_loopback(host, loopback):
     assert is_loopback(host) is loopback
 
 

@@ -121,7 +121,7 @@ async def test_create_validates_the_product_header(client, headers, message):
     assert_error(await client.post(BASE, json=BODY, headers=headers), 400, "FET-0403", message)
 
 
-async def test_create_errors(client):
+async def test_create_refuses_bad_bodies_bad_ssl_internal_hosts_and_taken_names(client):
     assert_error(
         await client.post(BASE, json={}, headers=PRODUCT), 400, "FET-0001", "empty request body"
     )
@@ -277,7 +277,7 @@ async def test_list_accepts_valid_cursor_sort_and_dates(client):
     assert_error(await client.get(BASE, params={"limit": 500}), 400, "FET-0406", message)
 
 
-async def test_unassigned_and_assign(client, app):
+async def test_an_unassigned_connection_is_listed_until_a_product_takes_it(client, app):
     created = await create(client)
     stored = await app.repository.get(UUID(created["id"]))
     legacy = replace(stored, id=uuid4(), config_name="legacy", product_name="")
@@ -297,7 +297,7 @@ async def test_unassigned_and_assign(client, app):
 # --- patch and delete -----------------------------------------------------------------------
 
 
-async def test_patch(client):
+async def test_patch_changes_the_given_fields_and_refuses_what_create_refuses(client):
     created = await create(client, ssl={"mode": "verify-full", "ca": "CA"})
     path = f"{BASE}/{created['id']}"
     changed = await client.patch(path, json={"port": 6543, "ssl": {"mode": "require"}})
@@ -316,7 +316,7 @@ async def test_patch(client):
     assert_error(await client.patch(path, json={"configName": "taken"}), 409, "FET-1002")
 
 
-async def test_delete(client):
+async def test_delete_answers_204_then_404_and_never_deletes_an_internal_datasource(client):
     created = await create(client)
     path = f"{BASE}/{created['id']}"
     deleted = await client.delete(path)
@@ -342,7 +342,7 @@ async def test_patch_and_delete_wait_for_active_jobs(client, app, kit):
 # --- test, schema, validate-schema ----------------------------------------------------------
 
 
-async def test_connection_test(client, kit):
+async def test_connection_test_reports_latency_failures_and_its_rate_limit(client, kit):
     created = await create(client)
     path = f"{BASE}/{created['id']}/test"
     response = await client.post(path)
@@ -382,7 +382,7 @@ async def test_connection_test_names_a_tls_failure(client, kit):
     )
 
 
-async def test_schema(client, app, kit):
+async def test_schema_lists_tables_with_sorted_columns_and_names_its_failures(client, app, kit):
     created = await create(client)
     app.reader.database("db.local", "pgsql").tables["sales.orders"] = MemoryTable(
         columns=[("total", "numeric"), ("id", "bigint")]
@@ -413,7 +413,7 @@ async def test_schema(client, app, kit):
     assert body["title"] == "Schema Retrieval Error"
 
 
-async def test_validate_schema(client, app):
+async def test_validate_schema_answers_200_or_422_with_the_issues_in_order(client, app):
     await create(client)
     await create(client, configName="down", host="down.local")
     path = f"{BASE}/validate-schema"

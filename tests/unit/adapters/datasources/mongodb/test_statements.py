@@ -60,7 +60,9 @@ def build(filters: dict[str, dict[str, tuple[Any, ...]]]) -> dict[str, Any]:
         ({"n": {"eq": ()}}, {}),
     ],
 )
-def test_each_operator(filters: dict[str, dict[str, tuple[Any, ...]]], expected: Any) -> None:
+def test_each_operator_becomes_its_query_document(
+    filters: dict[str, dict[str, tuple[Any, ...]]], expected: Any
+) -> None:
     assert build(filters) == expected
 
 

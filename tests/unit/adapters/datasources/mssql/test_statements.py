@@ -245,7 +245,7 @@ OPERATOR_CASES: list[tuple[str, dict[str, tuple[Any, ...]], str, tuple[Any, ...]
     ("condition", "sql", "params"),
     [pytest.param(c, s, p, id=name) for name, c, s, p in OPERATOR_CASES],
 )
-def test_every_operator(
+def test_every_operator_compiles_to_its_sql(
     condition: dict[str, tuple[Any, ...]], sql: str | None, params: tuple[Any, ...]
 ) -> None:
     full, found = statement(("id",), {"id": condition})
