@@ -150,11 +150,10 @@ def _check(job: Job, event_type: type[JobEvent]) -> None:
         )
 
 
-def _next(job: Job, event_type: type[JobEvent], now: datetime, **facts: Any) -> Any:
+def _successor(job: Job, event_type: type[JobEvent]) -> int:
+    """The version of an ``event_type`` event following ``job``; raises if it may not follow."""
     _check(job, event_type)
-    return event_type(
-        originator_id=job.id, originator_version=job.version + 1, timestamp=now, **facts
-    )
+    return job.version + 1
 
 
 # Commands: check invariants, return the new event.
@@ -182,19 +181,24 @@ def request_job(
 def claim(job: Job, worker_id: str, now: datetime, lease: timedelta) -> JobClaimed:
     if job.phase is Phase.CLAIMED and not job.lease_expired(now):
         raise InvalidTransition(f"job {job.id} is claimed by another worker until its lease ends")
-    return _next(
-        job, JobClaimed, now, worker_id=worker_id, lease_until=now + lease, attempt=job.attempts + 1
+    return JobClaimed(
+        originator_id=job.id,
+        originator_version=_successor(job, JobClaimed),
+        timestamp=now,
+        worker_id=worker_id,
+        lease_until=now + lease,
+        attempt=job.attempts + 1,
     )
 
 
 def store_result(job: Job, worker_id: str, result: ResultRef, now: datetime) -> JobResultStored:
-    _check(job, JobResultStored)
+    version = _successor(job, JobResultStored)
     if job.claimed_by != worker_id:
         raise InvalidTransition(f"job {job.id} is not claimed by this worker")
-    return _next(
-        job,
-        JobResultStored,
-        now,
+    return JobResultStored(
+        originator_id=job.id,
+        originator_version=version,
+        timestamp=now,
         worker_id=worker_id,
         path=result.path,
         size_bytes=result.size_bytes,
@@ -204,16 +208,28 @@ def store_result(job: Job, worker_id: str, result: ResultRef, now: datetime) -> 
 
 
 def complete(job: Job, worker_id: str, now: datetime, execution_time_ms: int) -> JobCompleted:
-    _check(job, JobCompleted)
+    version = _successor(job, JobCompleted)
     if job.claimed_by != worker_id:
         raise InvalidTransition(f"job {job.id} is not claimed by this worker")
-    return _next(job, JobCompleted, now, worker_id=worker_id, execution_time_ms=execution_time_ms)
+    return JobCompleted(
+        originator_id=job.id,
+        originator_version=version,
+        timestamp=now,
+        worker_id=worker_id,
+        execution_time_ms=execution_time_ms,
+    )
 
 
 def fail(job: Job, error: str, now: datetime, worker_id: str = "") -> JobFailed:
     if worker_id and job.phase is not Phase.REQUESTED and job.claimed_by != worker_id:
         raise InvalidTransition(f"job {job.id} is not claimed by this worker")
-    return _next(job, JobFailed, now, error=error, worker_id=worker_id)
+    return JobFailed(
+        originator_id=job.id,
+        originator_version=_successor(job, JobFailed),
+        timestamp=now,
+        error=error,
+        worker_id=worker_id,
+    )
 
 
 # The mutator: copies facts from an event into a new snapshot.

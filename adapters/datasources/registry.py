@@ -5,7 +5,7 @@ drivers it actually needs (each costs several MiB of memory)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from application.errors import DatasourceUnavailable
@@ -41,5 +41,7 @@ class EngineRegistry(DatasourceReader):
     def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[Any]:
         return self._engine(endpoint).prepare(endpoint, reads)
 
-    def stream(self, endpoint: Endpoint, prepared: PreparedReads[Any]) -> AsyncIterator[RowChunk]:
+    def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Any]
+    ) -> AsyncGenerator[RowChunk, None]:
         return self._engine(endpoint).stream(endpoint, prepared)

@@ -113,6 +113,7 @@ def _transcoder() -> JSONTranscoder:
 
 def _single_attempt(method: Callable[..., T]) -> Callable[..., T]:
     """The method without the library's retry loop (a probe must answer quickly)."""
+    # ``method`` is a bound method; ``Callable`` does not declare ``__self__``.
     func = getattr(type(method.__self__), method.__name__)  # type: ignore[attr-defined]
     inner = getattr(func, "__wrapped__", func)
     return functools.partial(inner, method.__self__)  # type: ignore[attr-defined]
@@ -170,20 +171,20 @@ class EventsourcingJobEventStore(JobEventStore):
             if self._recorder is None or self._mapper is None:
                 if self._sqlite_path is not None:
                     self._sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-                factory = self._create_tables()
+                factory, recorder = self._create_tables()
+                self._recorder = recorder
                 self._mapper = factory.mapper(transcoder=_transcoder())
                 self._factory = factory
             return self._recorder, self._mapper
 
-    def _create_tables(self) -> InfrastructureFactory[Any]:
+    def _create_tables(self) -> tuple[InfrastructureFactory[Any], ProcessRecorder]:
         """Creates the tables if missing. Processes starting together race on PostgreSQL's
         ``CREATE TABLE IF NOT EXISTS`` (a unique violation in its catalog); the loser retries."""
         for attempt in range(_CREATE_ATTEMPTS):
             factory: InfrastructureFactory[Any] = InfrastructureFactory.construct(self._env)
             try:
                 _create_schema(factory, self._env.get("POSTGRES_SCHEMA"))
-                self._recorder = factory.process_recorder()
-                return factory
+                return factory, factory.process_recorder()
             except _CREATE_RACE:
                 factory.close()
                 if attempt == _CREATE_ATTEMPTS - 1:

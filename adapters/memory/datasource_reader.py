@@ -10,7 +10,7 @@ against the converted values. Failures can be injected per stage for tests.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -112,7 +112,7 @@ class InMemoryDatasourceReader(DatasourceReader):
 
     async def stream(
         self, endpoint: Endpoint, prepared: PreparedReads[TableRead]
-    ) -> AsyncIterator[RowChunk]:
+    ) -> AsyncGenerator[RowChunk, None]:
         if not prepared.steps:
             return
         db = self._open(endpoint)

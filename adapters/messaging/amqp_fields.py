@@ -36,7 +36,7 @@ def install() -> None:
         return current(value)
 
     setattr(encode_table_value, _MARK, True)
-    encode.encode_table_value = encode_table_value  # type: ignore[assignment]
+    encode.encode_table_value = encode_table_value
 
 
 def amqp_headers(headers: Mapping[str, object]) -> dict[str, Any]:

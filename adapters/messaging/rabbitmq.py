@@ -150,7 +150,7 @@ async def open_channel(
     except CONNECTION_EXCEPTIONS as e:
         await connection.close()
         raise error("cannot open a channel on the message broker") from e
-    return connection, channel  # type: ignore[return-value]
+    return connection, channel
 
 
 class _ConfirmedPublisher:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
@@ -70,11 +70,11 @@ class GuardedDatasourceReader(DatasourceReader):
 
     async def stream(
         self, endpoint: Endpoint, prepared: PreparedReads[Any]
-    ) -> AsyncIterator[RowChunk]:
+    ) -> AsyncGenerator[RowChunk, None]:
         if not prepared.steps:
             return  # nothing to dial
         pinned = await self._pinned(endpoint)
         stream = self._inner.stream(pinned, prepared)
-        async with aclosing(stream) as chunks:  # type: ignore[type-var]
+        async with aclosing(stream) as chunks:
             async for chunk in chunks:
                 yield chunk

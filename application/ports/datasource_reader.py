@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -50,13 +50,13 @@ class DatasourceReader(Protocol):
       wrong number of values raises ``domain.errors.InvalidRequest`` (FET-0401) when
       ``prepare`` is called. Reads without columns build nothing. The planner prepares each
       datasource's reads once, before any row is read, and keeps the result.
-    - ``stream`` is the second step: it returns an async iterator over the chunks of
+    - ``stream`` is the second step: it returns an async generator over the chunks of
       ``prepared``, table by table in order, as rows arrive; memory stays bounded whatever the
       table size. Nothing happens until the iterator is first iterated: then it connects to
       ``endpoint`` (the one the reads were prepared for) and reads. Tables without rows yield
       nothing; with no steps it yields nothing and does not connect. All tables are read in
-      one session (a consistent snapshot where the engine offers one); stopping early (closing
-      the iterator) closes the connection.
+      one session (a consistent snapshot where the engine offers one); stopping early (the
+      generator's ``aclose``) closes the connection.
     - Failures raise ``application.errors.DatasourceError`` subclasses whose text carries no
       credentials; driver messages are kept only in the exception chain. A failure to connect
       carries ``reason`` (a ``ConnectFailure``) when the adapter recognised its cause.
@@ -74,4 +74,4 @@ class DatasourceReader(Protocol):
 
     def stream(
         self, endpoint: Endpoint, prepared: PreparedReads[Any]
-    ) -> AsyncIterator[RowChunk]: ...
+    ) -> AsyncGenerator[RowChunk, None]: ...

@@ -81,7 +81,7 @@ class GetJobHistory:
                 timestamp=event.timestamp,
                 facts={
                     f.name: getattr(event, f.name)
-                    for f in dataclasses.fields(event)  # type: ignore[arg-type]
+                    for f in dataclasses.fields(event)
                     if f.name not in _ENVELOPE
                 },
             )

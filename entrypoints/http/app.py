@@ -106,7 +106,7 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         },
         middleware=middleware,
         state=State({"security": security}),
-        exception_handlers=EXCEPTION_HANDLERS,  # type: ignore[arg-type]
+        exception_handlers=EXCEPTION_HANDLERS,
         openapi_config=OpenAPIConfig(
             title="Fetcher",
             version=services.version,

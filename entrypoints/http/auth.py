@@ -115,11 +115,13 @@ class BearerAuthentication(AbstractAuthenticationMiddleware):
         super().__init__(app, exclude=list(OPEN_ROUTE_PATTERNS))
         self.verifier = verifier
 
-    async def authenticate_request(self, connection: ASGIConnection) -> AuthenticationResult:
+    async def authenticate_request(
+        self, connection: ASGIConnection[Any, Any, Any, Any]
+    ) -> AuthenticationResult:
         token = bearer_token(connection.headers.get("authorization"))
         return AuthenticationResult(user=await self.verifier.verify(token), auth=token)
 
 
-async def provide_identity(request: ASGIConnection[Any, Any, Any, Any]) -> Identity | None:
+async def provide_identity(request: ASGIConnection[Any, Identity, Any, Any]) -> Identity | None:
     """The caller, for handlers that take ``identity``; ``None`` when authentication is off."""
     return request.user if "user" in request.scope else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
@@ -103,11 +105,13 @@ def _issue_view(issue: SchemaIssue) -> SchemaIssueView:
     )
 
 
-def _product(request: Request, *, required: bool) -> str | None:
+def _product(request: Request[Any, Any, Any], *, required: bool) -> str | None:
     return normalise_product(request.headers.get("x-product-name"), required=required)
 
 
-async def _sent_connection(request: Request, data: ConnectionBody) -> ConnectionInput:
+async def _sent_connection(
+    request: Request[Any, Any, Any], data: ConnectionBody
+) -> ConnectionInput:
     """The connection as sent. ``port`` must be a JSON integer: the reference decodes it into
     an int, so text (``"5432"``) or a number written with a fraction or an exponent
     (``5432.0``) does not parse there (FET-0001 ``unable to parse request body``), where the
@@ -135,7 +139,7 @@ class ConnectionController(Controller):
     async def create(
         self,
         services: NamedDependency[ApiServices],
-        request: Request,
+        request: Request[Any, Any, Any],
         data: JSONBody[NewConnection],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
@@ -154,7 +158,7 @@ class ConnectionController(Controller):
         operation_class=documented_with(PRODUCT_FILTER, *LIST_PARAMETERS),
     )
     async def list_connections(
-        self, services: NamedDependency[ApiServices], request: Request
+        self, services: NamedDependency[ApiServices], request: Request[Any, Any, Any]
     ) -> ConnectionList:
         wanted = parse_list_filter(
             request.query_params.multi_items(),
@@ -172,7 +176,7 @@ class ConnectionController(Controller):
         operation_class=documented_with(*LIST_PARAMETERS),
     )
     async def list_unassigned(
-        self, services: NamedDependency[ApiServices], request: Request
+        self, services: NamedDependency[ApiServices], request: Request[Any, Any, Any]
     ) -> ConnectionList:
         wanted = parse_list_filter(
             request.query_params.multi_items(),
@@ -243,7 +247,7 @@ class ConnectionController(Controller):
         self,
         services: NamedDependency[ApiServices],
         connection_id: FromPath[str],
-        request: Request,
+        request: Request[Any, Any, Any],
         data: JSONBody[ConnectionBody],
     ) -> ConnectionView:
         identifier = parse_id(connection_id, "connection")
@@ -302,7 +306,7 @@ class ConnectionController(Controller):
     async def assign(
         self,
         services: NamedDependency[ApiServices],
-        request: Request,
+        request: Request[Any, Any, Any],
         connection_id: FromPath[str],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""

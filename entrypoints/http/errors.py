@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from litestar.types import ExceptionHandlersMap
 
 from application.errors import AuthServiceRefused, PermissionDenied, Unauthenticated
 from domain import error_catalogue as catalogue
@@ -59,7 +61,7 @@ def error_response(
     )
 
 
-def fetcher_error(_: Request, error: FetcherError) -> Response[ErrorBody]:
+def fetcher_error(_: Request[Any, Any, Any], error: FetcherError) -> Response[ErrorBody]:
     status = STATUS_OF_KIND[error.kind]
     if status >= 500:
         log.warning("request failed: %s %s", error.code, error.message)
@@ -68,7 +70,7 @@ def fetcher_error(_: Request, error: FetcherError) -> Response[ErrorBody]:
     )
 
 
-def unauthenticated(_: Request, error: Unauthenticated) -> Response[ErrorBody]:
+def unauthenticated(_: Request[Any, Any, Any], error: Unauthenticated) -> Response[ErrorBody]:
     """401 with the challenge of RFC 6750: ``error="invalid_token"`` when a token was given."""
     response = fetcher_error(_, error)
     response.headers["WWW-Authenticate"] = (
@@ -77,7 +79,7 @@ def unauthenticated(_: Request, error: Unauthenticated) -> Response[ErrorBody]:
     return response
 
 
-def permission_denied(_: Request, error: PermissionDenied) -> Response[ErrorBody]:
+def permission_denied(_: Request[Any, Any, Any], error: PermissionDenied) -> Response[ErrorBody]:
     response = fetcher_error(_, error)
     if error.permission is not None:
         response.headers["WWW-Authenticate"] = (
@@ -86,7 +88,9 @@ def permission_denied(_: Request, error: PermissionDenied) -> Response[ErrorBody
     return response
 
 
-def auth_service_refused(_: Request, error: AuthServiceRefused) -> Response[ErrorBody]:
+def auth_service_refused(
+    _: Request[Any, Any, Any], error: AuthServiceRefused
+) -> Response[ErrorBody]:
     """The authorization service's own error, relayed with its status."""
     response = error_response(error.status, error.code, error.title, error.message)
     if error.status == 401:
@@ -98,12 +102,12 @@ def _entry_response(status: int, entry: CatalogueEntry, message: str) -> Respons
     return error_response(status, entry.code, entry.title, message)
 
 
-def validation_error(_: Request, error: ValidationException) -> Response[ErrorBody]:
+def validation_error(_: Request[Any, Any, Any], error: ValidationException) -> Response[ErrorBody]:
     body = catalogue.UNPARSABLE_BODY
     return _entry_response(status_of(body), body, body.message)
 
 
-def http_error(request: Request, error: HTTPException) -> Response[ErrorBody]:
+def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[ErrorBody]:
     entry = _FRAMEWORK.get(error.status_code, catalogue.BAD_REQUEST)
     if error.status_code == 400:
         entry = catalogue.UNPARSABLE_BODY
@@ -118,13 +122,13 @@ def http_error(request: Request, error: HTTPException) -> Response[ErrorBody]:
     return _entry_response(error.status_code, entry, message)
 
 
-def unexpected_error(_: Request, error: Exception) -> Response[ErrorBody]:
+def unexpected_error(_: Request[Any, Any, Any], error: Exception) -> Response[ErrorBody]:
     log.error("unexpected error: %s", type(error).__name__, exc_info=error)
     internal = catalogue.INTERNAL_ERROR
     return _entry_response(HTTP_500_INTERNAL_SERVER_ERROR, internal, internal.message)
 
 
-EXCEPTION_HANDLERS = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     FetcherError: fetcher_error,
     Unauthenticated: unauthenticated,
     PermissionDenied: permission_denied,

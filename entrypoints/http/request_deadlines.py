@@ -61,6 +61,7 @@ class DeadlineH11Protocol(H11Protocol):
         self._phase: Phase | None = None
         self._deadline: asyncio.TimerHandle | None = None
 
+    # uvicorn narrows asyncio's BaseTransport to Transport in the method it overrides.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._start("headers")

@@ -21,7 +21,7 @@ from entrypoints.http.auth import HttpSecurity
 from tests.integration.auth_servers import AuthorizeServer, LocalIdentityProvider, new_key
 from tests.integration.connection_api import in_loop_client
 from tests.integration.test_auth_routes import BASE, CONNECTION, PRODUCT, bearer, build_app
-from tests.unit.application.conftest import app  # noqa: F401  (fixture)
+from tests.support.twins import app  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="module")

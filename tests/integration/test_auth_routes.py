@@ -35,8 +35,8 @@ from tests.integration.auth_servers import (
     unsigned_token,
 )
 from tests.integration.connection_api import in_loop_client
-from tests.unit.application.conftest import app  # noqa: F401  (fixture)
-from tests.unit.application.connection_kit import make_kit
+from tests.support.connection_kit import make_kit
+from tests.support.twins import app  # noqa: F401  (fixture)
 
 BASE = "/v1/management/connections"
 PRODUCT = {"X-Product-Name": "Payments"}

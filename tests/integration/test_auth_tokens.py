@@ -23,7 +23,7 @@ from tests.integration.auth_servers import (
     new_key,
     unsigned_token,
 )
-from tests.unit.application.connection_kit import Ticks
+from tests.support.connection_kit import Ticks
 
 
 @pytest.fixture

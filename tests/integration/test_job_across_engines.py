@@ -9,7 +9,7 @@ import base64
 import json
 import os
 import warnings
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -165,13 +165,15 @@ class TogetherReader(DatasourceReader):
     def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[Any]:
         return self.inner.prepare(endpoint, reads)
 
-    def stream(self, endpoint: Endpoint, prepared: PreparedReads[Any]) -> AsyncIterator[RowChunk]:
+    def stream(
+        self, endpoint: Endpoint, prepared: PreparedReads[Any]
+    ) -> AsyncGenerator[RowChunk, None]:
         stream = self.inner.stream(endpoint, prepared)
         return self._together(endpoint, stream)
 
     async def _together(
         self, endpoint: Endpoint, stream: AsyncIterator[RowChunk]
-    ) -> AsyncIterator[RowChunk]:
+    ) -> AsyncGenerator[RowChunk, None]:
         self.started.append(endpoint.type)
         try:
             async with asyncio.timeout(20):

@@ -36,7 +36,7 @@ from tests.integration.amqp_frames import (
     field_types,
     raw_header_tables,
 )
-from tests.unit.test_envelope import HmacTestSigner
+from tests.support.signing import HmacTestSigner
 
 pytestmark = pytest.mark.integration
 

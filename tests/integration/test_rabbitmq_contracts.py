@@ -16,7 +16,7 @@ from application.ports.messaging import WorkConsumer, WorkHandler
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract
 from tests.integration.test_rabbitmq import AMQP_URL, SOURCE, Broker, broker  # noqa: F401
-from tests.unit.test_envelope import HmacTestSigner
+from tests.support.signing import HmacTestSigner
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ from typing import Any, Unpack
 
 import msgspec
 from pymongo import AsyncMongoClient
+from pymongo.asynchronous.cursor import AsyncCursor
 from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from adapters.datasources.common.encoding import paused_gc
@@ -124,10 +125,10 @@ class MongoReader(EngineReader[Query]):
         finally:
             await client.close()
 
-    async def _fetch(self, cursor: Any) -> list[dict[str, Any]]:
+    async def _fetch(self, cursor: AsyncCursor[dict[str, Any]]) -> list[dict[str, Any]]:
         try:
             async with asyncio.timeout(self._query_timeout):
-                return await cursor.to_list(self._chunk_rows)  # type: ignore[no-any-return]
+                return await cursor.to_list(self._chunk_rows)
         except ConnectionFailure as error:
             raise unavailable(error) from error
         except OperationFailure as error:

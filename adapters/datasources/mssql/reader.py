@@ -66,11 +66,13 @@ class SqlServerReader(EngineReader[Statement]):
             connection.timeout = query_timeout  # pyodbc's per-statement timeout, in seconds
 
         try:
-            import aioodbc  # loads the ODBC driver manager (unixODBC) only when dialling
+            # The settings are checked before the ODBC driver manager (unixODBC) is loaded.
+            dsn = connection_string(endpoint, self.driver())
+            import aioodbc
 
             async with asyncio.timeout(timeout + 1):
                 return await aioodbc.connect(
-                    dsn=connection_string(endpoint, self.driver()),
+                    dsn=dsn,
                     autocommit=True,
                     timeout=max(1, int(timeout)),
                     after_created=configure,

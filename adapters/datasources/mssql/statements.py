@@ -50,7 +50,11 @@ SYSTEM_SCHEMAS = frozenset({"sys", "information_schema"})
 class _TypeCompiler(MSTypeCompiler):
     def visit_string(self, type_: Any, **kw: Any) -> str:
         # Text casts (filters on non-text columns) keep Unicode: NVARCHAR(max), not VARCHAR(30).
-        return self._extend("NVARCHAR", type_, length=type_.length or "max")
+        # SQLAlchemy leaves _extend unannotated; it returns the type's DDL text.
+        text: str = self._extend(  # type: ignore[no-untyped-call]
+            "NVARCHAR", type_, length=type_.length or "max"
+        )
+        return text
 
 
 class _Dialect(MSDialect_pyodbc):
@@ -59,7 +63,8 @@ class _Dialect(MSDialect_pyodbc):
 
 @cache
 def _dialect() -> _Dialect:
-    return _Dialect(paramstyle="qmark")
+    # SQLAlchemy's dialect constructors are unannotated.
+    return _Dialect(paramstyle="qmark")  # type: ignore[no-untyped-call]
 
 
 def to_pyodbc(statement: ClauseElement) -> tuple[str, tuple[Any, ...]]:

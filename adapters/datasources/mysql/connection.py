@@ -80,7 +80,7 @@ class _TlsNotOffered(Exception):
     pass
 
 
-class _Connection(aiomysql.Connection):  # type: ignore[misc]
+class _Connection(aiomysql.Connection):  # type: ignore[misc]  # aiomysql ships no types
     """aiomysql's connection, except that it will not authenticate in plain text when TLS is
     required (aiomysql itself carries on without TLS when the server does not offer it)."""
 

@@ -47,7 +47,8 @@ class OracleReader(EngineReader[Statement]):
         arguments = connect_arguments(endpoint, timeout)
         try:
             async with asyncio.timeout(timeout + 1):
-                connection = await oracledb.connect_async(**arguments)
+                # oracledb's AsyncConnection.__await__ is unannotated; it yields the connection.
+                connection: oracledb.AsyncConnection = await oracledb.connect_async(**arguments)
         except Exception as error:
             raise unavailable(error) from error
         finally:

@@ -100,7 +100,8 @@ def discovered_schema(records: Sequence[Sequence[Any]], user: str) -> Schema:
 
 @cache
 def _dialect() -> OracleDialect_oracledb:
-    return OracleDialect_oracledb()
+    # SQLAlchemy's dialect constructors are unannotated.
+    return OracleDialect_oracledb()  # type: ignore[no-untyped-call]
 
 
 def to_oracledb(statement: ClauseElement) -> tuple[str, dict[str, Any]]:

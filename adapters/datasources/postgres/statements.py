@@ -107,7 +107,8 @@ class _SqlDialect(PGDialect):
 
 @cache
 def _dialect() -> _SqlDialect:
-    return _SqlDialect(paramstyle="numeric_dollar")
+    # SQLAlchemy's dialect constructors are unannotated.
+    return _SqlDialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
 
 
 def to_asyncpg(statement: ClauseElement) -> tuple[str, tuple[Any, ...]]:

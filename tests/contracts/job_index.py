@@ -1,0 +1,106 @@
+"""One contract for every ``JobIndex``: the in-memory twin (unit suite), SQLite and PostgreSQL
+(integration suite).
+
+A subclass provides an ``index`` fixture yielding a fresh, empty index.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from application.ports.job_event_store import LoggedEvent
+from application.ports.job_index import JobIndex
+from application.ports.job_progress import JobProgress
+from domain import job as jobs
+from domain.request import ExtractionRequest
+
+T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+LEASE = timedelta(minutes=10)
+
+
+def _request(names: list[str]) -> ExtractionRequest:
+    return ExtractionRequest.create({n: {"t": ["a"]} for n in names}, None, {"source": "p"})
+
+
+class Log:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, *events: object) -> list[LoggedEvent]:
+        out = []
+        for event in events:
+            self.n += 1
+            out.append(LoggedEvent(self.n, event))  # type: ignore[arg-type]
+        return out
+
+
+class JobIndexContract:
+    async def test_starts_empty_at_position_zero(self, index: JobIndex) -> None:
+        assert await index.position() == 0
+        assert not await index.is_connection_in_use("x")
+
+    async def test_requested_job_uses_its_datasources_until_it_ends(self, index: JobIndex) -> None:
+        log = Log()
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha", "beta"]), T0)
+        await index.project(log(requested))
+        assert await index.position() == 1
+        assert await index.is_connection_in_use("alpha")
+        assert await index.is_connection_in_use("beta")
+        job = jobs.fold([requested])
+        claimed = jobs.claim(job, "w", T0, LEASE)
+        await index.project(log(claimed))
+        assert await index.is_connection_in_use("alpha")
+        failed = jobs.fail(jobs.fold([claimed], job), "x", T0, "w")
+        await index.project(log(failed))
+        assert not await index.is_connection_in_use("alpha")
+        assert await index.position() == 3
+
+    async def test_replayed_batches_change_nothing(self, index: JobIndex) -> None:
+        log = Log()
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        batch = log(requested)
+        await index.project(batch)
+        failed = jobs.fail(jobs.fold([requested]), "x", T0)
+        second = log(failed)
+        await index.project(second)
+        await index.project(batch)  # an old batch again: ignored
+        assert not await index.is_connection_in_use("alpha")
+        assert await index.position() == 2
+
+    async def test_stalled_lists_old_pending_and_expired_leases(self, index: JobIndex) -> None:
+        log = Log()
+        old = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0)
+        young = jobs.request_job(uuid.uuid4(), _request(["a2"]), T0 + timedelta(hours=2))
+        busy = jobs.request_job(uuid.uuid4(), _request(["a3"]), T0)
+        claim = jobs.claim(jobs.fold([busy]), "w", T0, LEASE)
+        await index.project(log(old, young, busy, claim))
+        now = T0 + timedelta(hours=2, minutes=30)
+        stalled = await index.stalled(now=now, pending_before=now - timedelta(hours=1))
+        assert {s.job_id for s in stalled} == {old.originator_id, busy.originator_id}
+        by_id = {s.job_id: s for s in stalled}
+        assert by_id[busy.originator_id].status == "processing"
+        assert by_id[busy.originator_id].lease_until == T0 + LEASE
+        assert by_id[busy.originator_id].attempts == 1
+        assert by_id[old.originator_id].datasources == ("a1",)
+        early = await index.stalled(now=T0 + timedelta(minutes=5), pending_before=T0)
+        assert early == []
+
+    async def test_progress_keeps_the_latest_report_of_a_running_job(self, index) -> None:
+        job_id = uuid.uuid4()
+        assert await index.progress(job_id) is None
+        await index.record(JobProgress(job_id, 1, 100, 2_000, T0))
+        later = JobProgress(job_id, 1, 5_000_000_000, 9_000_000_000, T0 + timedelta(seconds=5))
+        await index.record(later)
+        assert await index.progress(job_id) == later
+        assert await index.progress(uuid.uuid4()) is None
+
+    async def test_progress_is_dropped_when_the_job_ends(self, index) -> None:
+        log = Log()
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        claimed = jobs.claim(jobs.fold([requested]), "w", T0, LEASE)
+        await index.project(log(requested, claimed))
+        job_id = requested.originator_id
+        await index.record(JobProgress(job_id, 1, 10, 200, T0))
+        await index.project(log(jobs.fail(jobs.fold([requested, claimed]), "x", T0, "w")))
+        assert await index.progress(job_id) is None

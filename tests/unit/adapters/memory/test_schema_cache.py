@@ -1,0 +1,40 @@
+"""The in-memory schema cache."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+from adapters.memory.schema_cache import InMemorySchemaCache
+from application.ports.schema_cache import SchemaKey
+from domain.schema import Schema
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def __call__(self) -> float:
+        return self.value
+
+
+async def test_schema_cache_expires_and_drops_per_connection():
+    ticks = Ticks()
+    cache = InMemorySchemaCache(300, now=ticks)
+    first, second = uuid4(), uuid4()
+    schema = Schema(tables={})
+    await cache.put(SchemaKey(first, 1, ("public",)), schema)
+    await cache.put(SchemaKey(first, 2, ()), schema)
+    await cache.put(SchemaKey(second, 1, ()), schema)
+    assert await cache.get(SchemaKey(first, 1, ("public",))) is schema
+    assert await cache.get(SchemaKey(first, 1, ())) is None
+    await cache.drop(first)
+    assert len(cache) == 1
+    ticks.value = 300.0
+    assert await cache.get(SchemaKey(second, 1, ())) is None and len(cache) == 0
+
+
+async def test_schema_cache_stays_bounded():
+    cache = InMemorySchemaCache(300, max_entries=3, now=Ticks())
+    for version in range(10):
+        await cache.put(SchemaKey(uuid4(), version, ()), Schema(tables={}))
+    assert len(cache) == 3

@@ -1,0 +1,89 @@
+"""The reaper: jobs whose worker stopped are redispatched, then failed; jobs nobody picks up
+fail after their timeout."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from adapters.memory.job_index import InMemoryJobIndex
+from application.policies.follower import ProjectionFollower
+from application.policies.reap_jobs import ReapJobs
+from domain import job as jobs
+from domain.job import JobFailed
+
+SOURCE = {"source": "payments"}
+LEASE = timedelta(minutes=10)
+
+
+async def _requested(app, table="accounts"):
+    await app.connection()
+    return (await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE)).job
+
+
+async def _projection(app):
+    index = InMemoryJobIndex()
+    follower = ProjectionFollower(name="projection", store=app.store, index=index)
+    return index, follower
+
+
+async def test_reaper_redispatches_a_job_whose_lease_ran_out(app):
+    index, follower = await _projection(app)
+    job = await _requested(app)
+    claimed = jobs.claim(job, "dead-worker", app.clock.now(), LEASE)
+    await app.store.append([claimed])
+    await follower.run_once()
+    reaper = ReapJobs(app.store, index, app.queue, app.clock)
+    assert await reaper() == 0  # lease still running
+    app.clock.advance(minutes=11)
+    assert await reaper() == 1
+    assert [o.job_id for o in app.queue.published] == [job.id]
+    assert await reaper() == 0  # not again before redispatch_every
+    # a live worker now reclaims it and finishes
+    await app.run_job(job.id)
+    events = await app.store.job_events(job.id)
+    assert events[-1].__class__.__name__ == "JobCompleted"
+    assert events[2].worker_id == "worker-1" and events[2].attempt == 2
+
+
+async def test_reaper_forgets_redispatches_once_they_no_longer_hold_a_job_back(app):
+    index, follower = await _projection(app)
+    job = await _requested(app)
+    await app.store.append([jobs.claim(job, "dead-worker", app.clock.now(), LEASE)])
+    await follower.run_once()
+    reaper = ReapJobs(app.store, index, app.queue, app.clock)
+    app.clock.advance(minutes=11)
+    assert await reaper() == 1
+    await app.run_job(job.id)
+    await follower.run_once()
+    app.clock.advance(minutes=5)
+    assert await reaper() == 0
+    assert reaper._redispatched == {}
+
+
+async def test_reaper_fails_a_job_after_too_many_abandoned_claims(app):
+    index, follower = await _projection(app)
+    job = await _requested(app)
+    for attempt in range(3):
+        current = jobs.fold(await app.store.job_events(job.id))
+        await app.store.append([jobs.claim(current, f"w{attempt}", app.clock.now(), LEASE)])
+        app.clock.advance(minutes=11)
+    await follower.run_once()
+    assert await ReapJobs(app.store, index, app.queue, app.clock)() == 1
+    last = (await app.store.job_events(job.id))[-1]
+    assert isinstance(last, JobFailed)
+    assert last.error == "job abandoned: its worker stopped after 3 attempts"
+    await app.emitter.run_once()
+    assert [n.status for n in app.publisher.published] == ["failed"]
+
+
+async def test_reaper_fails_a_job_never_picked_up(app):
+    index, follower = await _projection(app)
+    job = await _requested(app)
+    await follower.run_once()
+    reaper = ReapJobs(app.store, index, app.queue, app.clock, pending_timeout=timedelta(hours=1))
+    app.clock.advance(minutes=59)
+    assert await reaper() == 0
+    app.clock.advance(minutes=2)
+    assert await reaper() == 1
+    last = (await app.store.job_events(job.id))[-1]
+    assert isinstance(last, JobFailed) and last.error == "job was not picked up within 60 minutes"

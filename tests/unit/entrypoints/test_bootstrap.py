@@ -1,0 +1,101 @@
+"""The composition root: what each role is wired to, on the in-memory twins and on the
+embedded default (SQLite files, an in-process queue, a folder, an events file)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from adapters.messaging.local import InProcessWorkConsumer
+from entrypoints.bootstrap import bootstrap
+from entrypoints.http.app import create_app
+from entrypoints.infrastructure import open_sql_adapters
+from entrypoints.roles import Role
+from entrypoints.settings import Settings
+from tests.support.twins import App, in_memory_settings
+
+MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
+JOB = {
+    "dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}},
+    "metadata": {"source": "payments"},
+}
+
+
+async def _until(condition, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached")
+        await asyncio.sleep(0.01)
+
+
+async def test_a_job_runs_through_every_role_and_each_wakes_the_next(app: App) -> None:
+    await app.connection()
+    async with AsyncTestClient(create_app(app.fetcher.api)) as client:
+        created = await client.post("/v1/fetcher", json=JOB)
+    assert created.status_code == 202, created.text
+    job_id = UUID(created.json()["jobId"])
+    assert app.dispatcher.wake.is_set()  # the API woke the dispatcher
+
+    await app.dispatcher.run_once()
+    assert [order.job_id for order in app.queue.published] == [job_id]
+    consumer = app.fetcher.worker.consumer
+    running = asyncio.create_task(consumer.run())
+    try:
+        await _until(app.emitter.wake.is_set)  # the worker woke the emitter
+    finally:
+        await consumer.stop()
+        await running
+
+    await app.emitter.run_once()
+    assert app.publisher.event_ids == [f"fetcher.job.completed.{job_id}"]
+
+
+async def test_a_role_that_was_not_bootstrapped_is_refused(app: App, tmp_path: Path) -> None:
+    async with bootstrap(
+        in_memory_settings(tmp_path), roles={Role.RELAY}, **app.overrides()
+    ) as fetcher:
+        assert fetcher.relay.dispatcher.name == "dispatcher"
+        with pytest.raises(RuntimeError, match="api role was not bootstrapped"):
+            _ = fetcher.api
+        with pytest.raises(RuntimeError, match="worker role was not bootstrapped"):
+            _ = fetcher.worker
+
+
+async def test_a_relay_on_its_own_polls_the_log_more_often(app: App, tmp_path: Path) -> None:
+    async with bootstrap(
+        in_memory_settings(tmp_path), roles={Role.RELAY}, **app.overrides()
+    ) as alone:
+        assert [loop.poll_interval for loop in alone.relay.loops] == [0.2, 0.2, 0.2, 30.0]
+    assert [loop.poll_interval for loop in app.fetcher.relay.loops] == [0.5, 0.5, 0.5, 30.0]
+
+
+async def test_the_embedded_default_wires_local_twins(tmp_path: Path) -> None:
+    settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY})
+    async with bootstrap(settings) as fetcher:
+        readiness = fetcher.api.probes.readiness
+        assert readiness is fetcher.probes.readiness
+        names = [dependency.name for dependency in readiness.dependencies]
+        assert names == ["sqlite", "local_broker", "local_storage"]
+        assert (await readiness.report()).healthy
+        assert isinstance(fetcher.worker.consumer, InProcessWorkConsumer)
+        assert fetcher.relay.requeue_on_start is not None  # the queue does not survive a restart
+    assert (tmp_path / "fetcher.sqlite3").exists() and (tmp_path / "fetcher-data.sqlite3").exists()
+
+
+async def test_the_api_alone_opens_no_work_queue_and_checks_no_broker(tmp_path: Path) -> None:
+    settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY})
+    async with bootstrap(settings, roles={Role.API}) as fetcher:
+        assert [d.name for d in fetcher.probes.readiness.dependencies] == ["sqlite"]
+        fetcher.api.on_job_recorded()  # nothing to wake in this process
+
+
+async def test_the_sql_adapters_share_one_engine_for_the_database(tmp_path: Path) -> None:
+    settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path)})
+    async with open_sql_adapters(settings) as (repository, index):
+        assert repository._engine is index._engine  # type: ignore[attr-defined]
