@@ -9,6 +9,7 @@ from datetime import datetime
 from application.policies.follower import ProjectionFollower
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(slots=True)
@@ -35,9 +36,11 @@ class FreshJobIndex(JobIndex):
     async def position(self) -> int:
         return await self.index.position()
 
-    async def is_connection_in_use(self, config_name: str) -> bool:
+    async def is_connection_in_use(
+        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
+    ) -> bool:
         await self._catch_up()
-        return await self.index.is_connection_in_use(config_name)
+        return await self.index.is_connection_in_use(config_name, tenant=tenant)
 
     async def stalled(
         self, *, now: datetime, pending_before: datetime, limit: int = 100

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from application.ports.job_index import JobSummary
 from domain.job import JobClaimed, JobCompleted, JobEvent, JobFailed, JobRequested
+from domain.tenant import Tenant
 
 
 def summarise(summary: JobSummary | None, event: object) -> JobSummary | None:
@@ -20,6 +21,7 @@ def summarise(summary: JobSummary | None, event: object) -> JobSummary | None:
             created_at=event.timestamp,
             lease_until=None,
             attempts=0,
+            tenant=Tenant(event.tenant),
         )
     if summary is None or not isinstance(event, JobEvent):
         return summary

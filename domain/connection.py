@@ -13,6 +13,7 @@ from uuid import UUID
 
 from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 class DatabaseType(Enum):
@@ -111,9 +112,9 @@ class InternalCredentials:
 
 @dataclass(frozen=True, slots=True)
 class Connection:
-    """A registered datasource connection. The password is only ever held sealed, except for
-    an internal datasource (configured, never stored), which carries its credentials as
-    configured in ``internal_credentials``."""
+    """A registered datasource connection of one tenant. The password is only ever held
+    sealed, except for an internal datasource (configured, never stored), which carries its
+    credentials as configured in ``internal_credentials``."""
 
     id: UUID
     product_name: str
@@ -132,6 +133,8 @@ class Connection:
     internal: bool = False
     version: int = 1
     internal_credentials: InternalCredentials | None = field(default=None, repr=False)
+    tenant: Tenant = SINGLE_TENANT
+    """Whose connection it is; its config name is unique among the tenant's live ones."""
 
     def __post_init__(self) -> None:
         if self.internal_credentials is not None and not self.internal:

@@ -14,6 +14,8 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import DomainEvent
 
+from domain.tenant import SINGLE_TENANT, Tenant
+
 SLOT_NAMESPACE = UUID("3d0c7a53-56f5-4b8e-9a3e-5a0f6c1e2b7d")
 
 
@@ -29,8 +31,11 @@ class RequestSlot:
     job_id: UUID | None
 
 
-def slot_id(request_hash: str) -> UUID:
-    return uuid5(SLOT_NAMESPACE, request_hash)
+def slot_id(request_hash: str, tenant: Tenant = SINGLE_TENANT) -> UUID:
+    """The slot of a request hash within a tenant: over the hash alone for the single tenant
+    (as before tenants existed), over ``<tenantId>/<hash>`` for any other, so identical
+    requests of two tenants never share a job."""
+    return uuid5(SLOT_NAMESPACE, f"{tenant.id}/{request_hash}" if tenant.id else request_hash)
 
 
 def fold_slot(slot_id_: UUID, events: Iterable[RequestSlotTaken]) -> RequestSlot:

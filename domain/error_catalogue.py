@@ -351,6 +351,28 @@ NO_SCHEMA_CONNECTIONS: Final = CatalogueEntry(
     "No connections configured for the requested datasources",
 )
 
+# Tenants (multi-tenant mode)
+
+TENANT_REQUIRED: Final = CatalogueEntry(
+    "FET-1080",
+    "Tenant Context Required",
+    _INVALID,
+    "The request requires a tenant context. Ensure the token carries a tenant claim.",
+)
+INVALID_TENANT: Final = CatalogueEntry(
+    "FET-1080",
+    "Tenant Context Required",
+    _INVALID,
+    "The request requires a tenant context. The token's tenant claim is not a valid tenant id "
+    "(1 to 64 letters, digits, '_' or '-', starting with a letter or a digit).",
+)
+TENANT_NOT_FOUND: Final = CatalogueEntry(
+    "FET-1081",
+    "Tenant Not Found",
+    ErrorKind.NOT_FOUND,
+    "The specified tenant was not found. Verify the tenant ID and try again.",
+)
+
 # Worker errors (reference §5.9): never an HTTP answer
 
 INVALID_MESSAGE: Final = CatalogueEntry(

@@ -18,6 +18,7 @@ from eventsourcing.domain import DomainEvent
 
 from domain.errors import InvalidTransition
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT, Tenant
 
 DEDUP_WINDOW = timedelta(minutes=5)
 
@@ -46,12 +47,25 @@ class JobEvent(DomainEvent):
 
 @dataclass(frozen=True)
 class JobRequested(JobEvent):
+    """A job was asked for, by ``tenant`` (its id; empty for the single tenant).
+
+    Version 2 added ``tenant``; a version-1 event, recorded before tenants existed, is upcast
+    when it is read and belongs to the single tenant.
+    """
+
     request: dict[str, Any]
     request_hash: str
     request_id: str = ""
     """The HTTP request's id (``X-Request-Id``); not part of the request hash."""
     trace_context: dict[str, str] | None = None
     """W3C trace headers of the request's span, so later work joins its trace."""
+    tenant: str = ""
+
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["tenant"] = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,7 @@ class Job:
     phase: Phase
     request: ExtractionRequest
     created_at: datetime
+    tenant: Tenant = SINGLE_TENANT
     claimed_by: str | None = None
     lease_until: datetime | None = None
     attempts: int = 0
@@ -163,6 +178,7 @@ def request_job(
     job_id: UUID,
     request: ExtractionRequest,
     now: datetime,
+    tenant: Tenant = SINGLE_TENANT,
     *,
     request_id: str = "",
     trace_context: Mapping[str, str] | None = None,
@@ -175,6 +191,7 @@ def request_job(
         request_hash=request.request_hash,
         request_id=request_id,
         trace_context=dict(trace_context) if trace_context else None,
+        tenant=tenant.id,
     )
 
 
@@ -250,6 +267,7 @@ def _(event: JobRequested, job: Job | None) -> Job:
         created_at=event.timestamp,
         request_id=event.request_id,
         trace_context=event.trace_context,
+        tenant=Tenant(event.tenant),
     )
 
 

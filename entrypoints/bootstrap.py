@@ -227,7 +227,9 @@ async def bootstrap(
             if host_guard is not None:
                 reader = GuardedDatasourceReader(reader, host_guard)
         directory = ConnectionDirectory(
-            repository, {d.config_name: internal_connection(d) for d in options.internal}
+            repository,
+            {d.config_name: internal_connection(d) for d in options.internal},
+            visible_to=options.internal_visibility(),
         )
         endpoints = EndpointFactory(AesGcmCredentialCipher(ring))
         internal_signer = HmacMessageSigner.from_ring(ring, "internal")
@@ -313,6 +315,7 @@ async def bootstrap(
                 deployment_mode=settings.probes.deployment_mode,
             ),
             metrics,
+            settings.tenancy.tenancy,
         )
 
         api: ApiServices | None = None
@@ -353,6 +356,7 @@ async def bootstrap(
                 ),
                 probes=probes,
                 version=settings.version,
+                tenancy=settings.tenancy.tenancy,
                 # In one process, a recorded job wakes the dispatcher at once.
                 on_job_recorded=relay.dispatcher.wake.set if relay else no_op,
                 tracer=tracer,

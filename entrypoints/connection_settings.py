@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from domain.connection import SSL_MODES, DatabaseType, is_valid_config_name
+from domain.tenant import is_valid_tenant_id
 
 DEFAULT_PORTS = {
     DatabaseType.POSTGRESQL: 5432,
@@ -39,6 +40,8 @@ class InternalDatasource:
     ssl_cert: str | None = field(default=None, repr=False)
     ssl_key: str | None = field(default=None, repr=False)
     options: Mapping[str, str] = field(default_factory=dict)
+    tenants: frozenset[str] = frozenset()
+    """``_TENANTS``: the tenants that see it in multi-tenant mode (none: no tenant)."""
 
 
 def _positive(env: Mapping[str, str], name: str, default: int) -> int:
@@ -64,6 +67,17 @@ def _options(prefix: str, raw: str) -> dict[str, str]:
             raise ConnectionSettingsError(f"{prefix}_OPTIONS must be k=v pairs joined by '&'")
         options[key.strip()] = value.strip()
     return options
+
+
+def _tenants(prefix: str, raw: str) -> frozenset[str]:
+    listed = [item.strip() for item in raw.split(",") if item.strip()]
+    for item in listed:
+        if not is_valid_tenant_id(item):
+            raise ConnectionSettingsError(
+                f"{prefix}_TENANTS: {item!r} is not a tenant id (1 to 64 letters, digits, '_' "
+                "or '-', starting with a letter or a digit)"
+            )
+    return frozenset(listed)
 
 
 def _internal(env: Mapping[str, str], prefix: str) -> InternalDatasource:
@@ -104,6 +118,7 @@ def _internal(env: Mapping[str, str], prefix: str) -> InternalDatasource:
         ssl_cert=env.get(f"{prefix}_SSL_CERT") or None,
         ssl_key=env.get(f"{prefix}_SSL_KEY") or None,
         options=_options(prefix, get("OPTIONS")),
+        tenants=_tenants(prefix, get("TENANTS")),
     )
 
 
@@ -128,17 +143,30 @@ def internal_datasources(env: Mapping[str, str]) -> tuple[InternalDatasource, ..
 class ConnectionSettings:
     schema_cache_ttl_seconds: int = 300
     ssrf_guard: bool = False
-    """``FETCHER_SSRF_GUARD``: refuse internal and private destinations (multi-tenant use)."""
+    """``FETCHER_SSRF_GUARD``: refuse internal and private destinations (on by default in
+    multi-tenant mode)."""
     max_pagination_limit: int = 100
     max_pagination_months: int = 1
     internal: tuple[InternalDatasource, ...] = ()
+    multi_tenant: bool = False
+    """Internal datasources are then seen only by the tenants each lists (``_TENANTS``)."""
+
+    def internal_visibility(self) -> dict[str, frozenset[str]] | None:
+        """Who sees each internal datasource: None in single-tenant mode (the single tenant
+        sees every one), else the tenants each lists."""
+        if not self.multi_tenant:
+            return None
+        return {datasource.config_name: datasource.tenants for datasource in self.internal}
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], *, ssrf_guard: bool) -> ConnectionSettings:
+    def from_env(
+        cls, env: Mapping[str, str], *, ssrf_guard: bool, multi_tenant: bool = False
+    ) -> ConnectionSettings:
         return cls(
             schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),
             ssrf_guard=ssrf_guard,
             max_pagination_limit=_positive(env, "MAX_PAGINATION_LIMIT", 100),
             max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),
             internal=internal_datasources(env),
+            multi_tenant=multi_tenant,
         )

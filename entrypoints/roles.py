@@ -52,6 +52,7 @@ from application.queries.unassigned_connections import ListUnassignedConnections
 from application.queries.validate_schema import ValidateSchema
 from application.readiness import Readiness
 from domain.connection import DatabaseType
+from domain.tenant import SINGLE_TENANCY, Tenancy
 from entrypoints.settings import Settings
 
 T = TypeVar("T")
@@ -104,11 +105,14 @@ class Probes:
 
     readiness: Readiness = field(default_factory=Readiness)
     metrics: PrometheusMetrics = field(default_factory=_bare_metrics)
+    tenancy: Tenancy = SINGLE_TENANCY
+    """Which tenants this process serves, for ``/readyz/tenant/{id}``."""
 
 
 @dataclass(slots=True)
 class ApiServices:
-    """The API role: the use cases behind the routes, and the process's probes."""
+    """The API role: the use cases behind the routes, the process's probes, and how requests
+    are tenanted (each route passes the caller's tenant to its use case)."""
 
     request_job: RequestJob
     get_job: GetJob
@@ -116,6 +120,7 @@ class ApiServices:
     connections: ConnectionServices
     probes: Probes = field(default_factory=Probes)
     version: str = "0.0.0"
+    tenancy: Tenancy = SINGLE_TENANCY
     on_job_recorded: Callable[[], None] = no_op
     """Called after a new job was recorded (wakes a dispatcher running in the same process)."""
     tracer: Tracer = NO_TRACER
@@ -229,11 +234,15 @@ def connection_services(
 
 
 def work_handler(run_job: RunJob, after: Callable[[], None] | None = None) -> WorkHandler:
-    """The worker's handler: runs the ordered job, then calls ``after``."""
+    """The worker's handler: runs the ordered job (as the order's tenant), then calls
+    ``after``."""
 
     async def handle(order: WorkOrder) -> Settlement:
         settlement = await run_job(
-            order.job_id, request_id=order.request_id, trace_context=order.trace_context
+            order.job_id,
+            tenant=order.tenant,
+            request_id=order.request_id,
+            trace_context=order.trace_context,
         )
         if after is not None:
             after()

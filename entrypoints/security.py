@@ -2,7 +2,8 @@
 
 Safe defaults: with no authentication configured the API runs open only on a loopback
 address (the embedded default), and says so; on any other address it refuses to start unless
-``FETCHER_AUTH_DISABLED_INSECURE=true``, and then warns at every start.
+``FETCHER_AUTH_DISABLED_INSECURE=true``, and then warns at every start. Multi-tenant mode takes
+the tenant from a token claim, so it refuses to start unless tokens are verified.
 """
 
 from __future__ import annotations
@@ -60,6 +61,30 @@ def check_exposure(settings: Settings) -> None:
         )
 
 
+def check_tenancy(settings: Settings) -> None:
+    """Refuses multi-tenant mode without token verification (a tenant claim nobody checked
+    would let any caller name any tenant); says how requests are tenanted when it is on."""
+    tenancy, security = settings.tenancy, settings.security
+    if not tenancy.enabled:
+        return
+    if not security.verifies_tokens:
+        raise SettingsError(
+            "MULTI_TENANT_ENABLED=true needs verified tokens, since the tenant is a token claim: "
+            "set FETCHER_AUTH_ISSUER and FETCHER_AUTH_AUDIENCE (and a key source)"
+        )
+    served = ", ".join(tenancy.allowed) if tenancy.allowed else "any tenant"
+    log.info(
+        "multi-tenant: each request runs as the tenant of claim %r (serving %s)",
+        security.tenant_claim,
+        served,
+    )
+    if not settings.connections.ssrf_guard:
+        log.warning(
+            "FETCHER_SSRF_GUARD=false in multi-tenant mode: tenants may register connections "
+            "to this service's own network"
+        )
+
+
 def _signing_keys(security: SecuritySettings) -> SigningKeys:
     if security.hs256_secret:
         return StaticKey.from_secret(security.hs256_secret)
@@ -88,6 +113,7 @@ async def open_http_security(settings: Settings) -> AsyncIterator[HttpSecurity]:
     while the context is."""
     security = settings.security
     check_exposure(settings)
+    check_tenancy(settings)
     if not security.enabled:
         yield HttpSecurity(cors_origins=security.cors_origins)
         return

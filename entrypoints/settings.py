@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from adapters.common.postgres import PostgresAddress
+from domain.tenant import SINGLE_TENANCY, Tenancy, is_valid_tenant_id
 from entrypoints.connection_settings import ConnectionSettings, ConnectionSettingsError
 from entrypoints.observability_settings import ObservabilitySettingsError, TracingSettings
 
@@ -431,6 +432,38 @@ def _cors_origins(env: Mapping[str, str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class TenancySettings:
+    """Multi-tenant mode (README "Tenants"). Set the same on every role: the API tenants
+    requests, the worker and relay see the tenants' internal datasources alike."""
+
+    enabled: bool = False
+    """``MULTI_TENANT_ENABLED``: every request runs as the tenant its verified token names;
+    the API refuses to start without token verification."""
+    allowed: tuple[str, ...] | None = None
+    """``MULTI_TENANT_ALLOWED_TENANTS``: the tenants served (comma-separated); unset: any
+    tenant a verified token names."""
+
+    @property
+    def tenancy(self) -> Tenancy:
+        return Tenancy.multi(self.allowed) if self.enabled else SINGLE_TENANCY
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> TenancySettings:
+        enabled = _bool(env, "MULTI_TENANT_ENABLED")
+        name = "MULTI_TENANT_ALLOWED_TENANTS"
+        allowed = _list(env, name)
+        if allowed and not enabled:
+            raise SettingsError(f"{name} needs MULTI_TENANT_ENABLED=true")
+        invalid = [item for item in allowed if not is_valid_tenant_id(item)]
+        if invalid:
+            raise SettingsError(
+                f"{name}: {invalid[0]!r} is not a tenant id (1 to 64 letters, digits, '_' or "
+                "'-', starting with a letter or a digit; not 'single-tenant')"
+            )
+        return cls(enabled=enabled, allowed=allowed or None)
+
+
+@dataclass(frozen=True, slots=True)
 class DatabaseSettings:
     """The service's own database, ``FETCHER_DATABASE_URL``, parsed once, here.
 
@@ -479,11 +512,13 @@ class Settings:
     security: SecuritySettings = field(default_factory=SecuritySettings)
     tracing: TracingSettings = field(default_factory=TracingSettings)
     probes: ProbeSettings = field(default_factory=ProbeSettings)
+    tenancy: TenancySettings = field(default_factory=TenancySettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         data_dir = Path(env.get("FETCHER_DATA_DIR", "").strip() or "./var").resolve()
+        tenancy = TenancySettings.from_env(env)
         return cls(
             data_dir=data_dir,
             database=DatabaseSettings.from_env(env, data_dir),
@@ -493,16 +528,20 @@ class Settings:
             storage=StorageSettings.from_env(env),
             engine=EngineSettings.from_env(env),
             version=env.get("VERSION", "").strip() or "0.0.0",
-            connections=_connection_settings(env),
+            connections=_connection_settings(env, multi_tenant=tenancy.enabled),
             security=SecuritySettings.from_env(env),
             tracing=_tracing_settings(env),
             probes=ProbeSettings.from_env(env),
+            tenancy=tenancy,
         )
 
 
-def _connection_settings(env: Mapping[str, str]) -> ConnectionSettings:
+def _connection_settings(env: Mapping[str, str], *, multi_tenant: bool) -> ConnectionSettings:
+    """The SSRF guard is on by default in multi-tenant mode (as the reference's): no tenant
+    may reach the service's own network, where the other tenants' data lives."""
+    guard = _bool(env, "FETCHER_SSRF_GUARD", default=multi_tenant)
     try:
-        return ConnectionSettings.from_env(env, ssrf_guard=_bool(env, "FETCHER_SSRF_GUARD"))
+        return ConnectionSettings.from_env(env, ssrf_guard=guard, multi_tenant=multi_tenant)
     except ConnectionSettingsError as error:
         raise SettingsError(str(error)) from None
 

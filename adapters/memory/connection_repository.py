@@ -15,6 +15,7 @@ from application.ports.connection_repository import (
 )
 from domain.connection import Connection
 from domain.errors import ConcurrencyConflict, EntityConflict, EntityNotFound, Unavailable
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 def _utc(value: datetime) -> datetime:
@@ -28,8 +29,9 @@ class _Row:
 
 
 class InMemoryConnectionRepository(ConnectionRepository):
-    """Same semantics as ``SqlaConnectionRepository``: unique live config names (FET-1002),
-    soft deletes, optimistic ``update``, conditional ``assign_product``, UTC datetimes.
+    """Same semantics as ``SqlaConnectionRepository``: every call within one tenant, unique
+    live config names per tenant (FET-1002), soft deletes, optimistic ``update``, conditional
+    ``assign_product``, UTC datetimes.
     Set ``unavailable = True`` to make every call raise ``Unavailable``."""
 
     def __init__(self) -> None:
@@ -40,11 +42,20 @@ class InMemoryConnectionRepository(ConnectionRepository):
         if self.unavailable:
             raise Unavailable()
 
-    def _live(self) -> list[Connection]:
-        return [r.connection for r in self._rows.values() if r.deleted_at is None]
+    def _live(self, tenant: Tenant) -> list[Connection]:
+        return [
+            r.connection
+            for r in self._rows.values()
+            if r.deleted_at is None and r.connection.tenant == tenant
+        ]
 
-    def _name_taken(self, name: str, except_id: UUID | None = None) -> bool:
-        return any(c.config_name == name and c.id != except_id for c in self._live())
+    def _row(self, connection_id: UUID, tenant: Tenant) -> _Row | None:
+        """The tenant's row with that id, live or deleted (another tenant's is no row)."""
+        row = self._rows.get(connection_id)
+        return row if row is not None and row.connection.tenant == tenant else None
+
+    def _name_taken(self, name: str, tenant: Tenant, except_id: UUID | None = None) -> bool:
+        return any(c.config_name == name and c.id != except_id for c in self._live(tenant))
 
     async def create_schema(self) -> None:
         self._guard()
@@ -59,32 +70,42 @@ class InMemoryConnectionRepository(ConnectionRepository):
         self._guard()
         if connection.created_at is None:
             raise ValueError("a stored connection needs created_at")
-        if connection.id in self._rows or self._name_taken(connection.config_name):
+        if connection.id in self._rows or self._name_taken(
+            connection.config_name, connection.tenant
+        ):
             raise EntityConflict("connection")
         self._rows[connection.id] = _Row(_normalised(connection, connection.created_at))
 
-    async def get(self, connection_id: UUID) -> Connection | None:
+    async def get(
+        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
+    ) -> Connection | None:
         self._guard()
-        row = self._rows.get(connection_id)
+        row = self._row(connection_id, tenant)
         return _copy(row.connection) if row and row.deleted_at is None else None
 
-    async def by_config_names(self, names: Sequence[str]) -> dict[str, Connection]:
+    async def by_config_names(
+        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
+    ) -> dict[str, Connection]:
         self._guard()
         wanted = set(names)
-        return {c.config_name: _copy(c) for c in self._live() if c.config_name in wanted}
+        return {c.config_name: _copy(c) for c in self._live(tenant) if c.config_name in wanted}
 
-    async def list(self, query: ConnectionQuery) -> ConnectionPage:
+    async def list(
+        self, query: ConnectionQuery, *, tenant: Tenant = SINGLE_TENANT
+    ) -> ConnectionPage:
         self._guard()
-        matching = [c for c in self._live() if _matches(c, query)]
+        matching = [c for c in self._live(tenant) if _matches(c, query)]
         matching.sort(key=lambda c: (c.created_at, c.id), reverse=query.descending)
         limit = max(query.limit, 0)
         start = (max(query.page, 1) - 1) * limit
         items = [_copy(c) for c in matching[start : start + limit]]
         return ConnectionPage(items=items, total=len(matching))
 
-    async def soft_delete(self, connection_id: UUID, now: datetime) -> bool:
+    async def soft_delete(
+        self, connection_id: UUID, now: datetime, *, tenant: Tenant = SINGLE_TENANT
+    ) -> bool:
         self._guard()
-        row = self._rows.get(connection_id)
+        row = self._row(connection_id, tenant)
         if row is None or row.deleted_at is not None:
             return False
         now = _utc(now)
@@ -108,22 +129,22 @@ class InMemoryConnectionRepository(ConnectionRepository):
         self._guard()
         if connection.updated_at is None:
             raise ValueError("an updated connection needs updated_at")
-        row = self._rows.get(connection.id)
+        row = self._row(connection.id, connection.tenant)
         if row is None or row.deleted_at is not None:
             raise EntityNotFound("connection")
         if row.connection.version != connection.version - 1:
             raise ConcurrencyConflict(f"connection {connection.id} was changed by someone else")
-        if self._name_taken(connection.config_name, except_id=connection.id):
+        if self._name_taken(connection.config_name, connection.tenant, except_id=connection.id):
             raise EntityConflict("connection")
         created_at = row.connection.created_at or connection.updated_at
         row.connection = _normalised(connection, created_at)
         return _copy(row.connection)
 
     async def assign_product(
-        self, connection_id: UUID, product: str, now: datetime
+        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant = SINGLE_TENANT
     ) -> Connection | None:
         self._guard()
-        row = self._rows.get(connection_id)
+        row = self._row(connection_id, tenant)
         if row is None or row.deleted_at is not None or row.connection.product_name:
             return None
         row.connection = replace(

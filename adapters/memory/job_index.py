@@ -11,6 +11,7 @@ from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 class InMemoryJobIndex(JobIndex, JobProgressStore):
@@ -41,10 +42,14 @@ class InMemoryJobIndex(JobIndex, JobProgressStore):
         self._check()
         return self._position
 
-    async def is_connection_in_use(self, config_name: str) -> bool:
+    async def is_connection_in_use(
+        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
+    ) -> bool:
         self._check()
         return any(
-            s.status in ("pending", "processing") and config_name in s.datasources
+            s.status in ("pending", "processing")
+            and config_name in s.datasources
+            and s.tenant == tenant
             for s in self.jobs.values()
         )
 

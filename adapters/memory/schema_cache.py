@@ -8,6 +8,7 @@ from uuid import UUID
 
 from application.ports.schema_cache import SchemaCache, SchemaKey
 from domain.schema import Schema
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 class InMemorySchemaCache(SchemaCache):
@@ -48,8 +49,10 @@ class InMemorySchemaCache(SchemaCache):
                 self._entries.pop(next(iter(self._entries)))
         self._entries[key] = (now + self._ttl, schema)
 
-    async def drop(self, connection_id: UUID) -> None:
-        for key in [k for k in self._entries if k.connection_id == connection_id]:
+    async def drop(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> None:
+        for key in [
+            k for k in self._entries if k.connection_id == connection_id and k.tenant == tenant
+        ]:
             del self._entries[key]
 
     def __len__(self) -> int:

@@ -14,7 +14,6 @@ from cloudevents.core.bindings import rabbitmq
 from cloudevents.core.v1.event import CloudEvent
 
 from adapters.messaging.envelope import (
-    SINGLE_TENANT,
     HeaderValue,
     OutgoingMessage,
     header_text,
@@ -44,7 +43,9 @@ def job_event_message(
     signer: MessageSigner,
     now: int,
 ) -> OutgoingMessage:
-    """The headers and body of one ``job.<status>`` event, signed with ``signer``."""
+    """The headers and body of one ``job.<status>`` event, signed with ``signer``. The event
+    names its tenant (``ce-tenantid``, ``X-Tenant-ID``, the signed tenant line):
+    ``single-tenant`` for the single tenant, else the tenant id."""
     status = notification.status
     if status not in JOB_STATUSES:
         raise ValueError(f"not a terminal job status: {status!r}")
@@ -61,7 +62,7 @@ def job_event_message(
             "schemaversion": SCHEMA_VERSION,
             "resourcetype": RESOURCE_TYPE,
             "eventtype": status,
-            "tenantid": SINGLE_TENANT,
+            "tenantid": notification.tenant.label,
         },
         data=notification.body,
     )
@@ -76,7 +77,7 @@ def job_event_message(
         routing_key=f"job.{status}",
         body=binary.body,
         headers=headers,
-        tenant=SINGLE_TENANT,
+        tenant=notification.tenant.label,
         request_id=notification.request_id,
         signer=signer,
         now=now,

@@ -22,10 +22,10 @@ from application.ports.messaging import Settlement, WorkHandler, WorkOrder
 from application.ports.signer import MessageSigner
 from application.ports.tracer import TRACE_HEADERS, trace_headers
 from domain.errors import FetcherError
+from domain.tenant import SINGLE_TENANT, Tenant, is_valid_tenant_id
 
 logger = logging.getLogger(__name__)
 
-SINGLE_TENANT = "single-tenant"
 TENANT_HEADER = "X-Tenant-ID"
 REQUEST_ID_HEADER = "X-Request-Id"
 RETRY_COUNT_HEADER = "x-retry-count"
@@ -83,14 +83,15 @@ def signed_message(
 def work_message(
     order: WorkOrder, *, queue: str, signer: MessageSigner, now: int
 ) -> OutgoingMessage:
-    """A job message for the default exchange, routed straight to ``queue`` (single-tenant:
-    no ``X-Tenant-ID``, so the signed tenant is empty)."""
+    """A job message for the default exchange, routed straight to ``queue``. The order's
+    tenant is carried in ``X-Tenant-ID`` and signed; the single tenant's messages carry none,
+    so their signed tenant is empty (the reference's single-tenant mode)."""
     return signed_message(
         exchange="",
         routing_key=queue,
         body=order.body,
         headers={"jobId": str(order.job_id), **trace_headers(order.trace_context)},
-        tenant=None,
+        tenant=None if order.tenant.is_single else order.tenant.id,
         request_id=order.request_id,
         signer=signer,
         now=now,
@@ -98,7 +99,8 @@ def work_message(
 
 
 class UnreadableMessage(Exception):
-    """The body of a correctly signed work message has no usable ``jobId``."""
+    """A correctly signed work message without a usable ``jobId`` in its body, or with a
+    tenant header that is no tenant id."""
 
 
 def header_text(value: object) -> str:
@@ -117,7 +119,8 @@ def open_work_message(
     signer: MessageSigner,
     now: int,
 ) -> WorkOrder:
-    """Verify and parse one delivery. Raises ``InvalidSignature`` or ``UnreadableMessage``."""
+    """Verify and parse one delivery. Raises ``InvalidSignature`` or ``UnreadableMessage``.
+    The order's tenant is the signed ``X-Tenant-ID`` (none: the single tenant)."""
     signer.verify(
         headers=headers,
         exchange=exchange,
@@ -144,7 +147,19 @@ def open_work_message(
         trace_context={
             name: header_text(headers[name]) for name in TRACE_HEADERS if headers.get(name)
         },
+        tenant=_tenant(headers.get(TENANT_HEADER)),
     )
+
+
+def _tenant(value: object) -> Tenant:
+    if value is None:
+        return SINGLE_TENANT
+    text = header_text(value)
+    if not text:
+        return SINGLE_TENANT
+    if not is_valid_tenant_id(text):
+        raise UnreadableMessage("the tenant header is not a tenant id")
+    return Tenant(text)
 
 
 def _safe_error(error: BaseException) -> str:

@@ -23,7 +23,13 @@ from sqlalchemy import (
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from adapters.sql.tables import connections, create_tables, metadata
+from adapters.sql.tables import (
+    CONNECTIONS_OBSOLETE_INDEXES,
+    connections,
+    create_tables,
+    metadata,
+    upgrade_table,
+)
 from application.ports.connection_repository import (
     ConnectionPage,
     ConnectionQuery,
@@ -31,6 +37,7 @@ from application.ports.connection_repository import (
 )
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, EntityConflict, EntityNotFound, Unavailable
+from domain.tenant import SINGLE_TENANT, Tenant
 
 __all__ = ["SqlaConnectionRepository"]
 
@@ -43,10 +50,12 @@ _UNAVAILABLE_SQLSTATES = frozenset({"08", "28", "3D", "53", "57", "58"})
 
 
 class SqlaConnectionRepository(ConnectionRepository):
-    """``ConnectionRepository`` on a SQL database. Soft-deleted rows are invisible to reads.
+    """``ConnectionRepository`` on a SQL database: one table, every row with its tenant, every
+    statement filtered by it. Soft-deleted rows are invisible to reads.
 
     Build it on the database's engine (``create_engine_for``, shared with the other SQL
-    adapters) and call ``create_schema()`` once at start. ``close()`` disposes of the engine
+    adapters) and call ``create_schema()`` once at start: it also upgrades a table created
+    before tenants existed (its rows become the single tenant's). ``close()`` disposes of the engine
     only when ``owns_engine`` says it is this repository's own.
     """
 
@@ -56,7 +65,12 @@ class SqlaConnectionRepository(ConnectionRepository):
 
     async def create_schema(self) -> None:
         async with self._guard():
-            await create_tables(self._engine, metadata, [connections])
+            await create_tables(
+                self._engine,
+                metadata,
+                [connections],
+                upgrade=lambda conn: upgrade_table(conn, connections, CONNECTIONS_OBSOLETE_INDEXES),
+            )
 
     async def close(self) -> None:
         if self._owns_engine:
@@ -74,29 +88,35 @@ class SqlaConnectionRepository(ConnectionRepository):
             except sa_exc.IntegrityError as e:
                 raise EntityConflict("connection") from e
 
-    async def get(self, connection_id: UUID) -> Connection | None:
+    async def get(
+        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
+    ) -> Connection | None:
         async with self._guard(), self._engine.connect() as conn:
-            row = (await conn.execute(_live().where(_c.id == connection_id))).first()
+            row = (await conn.execute(_live(tenant).where(_c.id == connection_id))).first()
         return _from_row(row._mapping) if row else None
 
-    async def by_config_names(self, names: Sequence[str]) -> dict[str, Connection]:
+    async def by_config_names(
+        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
+    ) -> dict[str, Connection]:
         if not names:
             return {}
-        stmt = _live().where(_c.config_name.in_(sorted(set(names))))
+        stmt = _live(tenant).where(_c.config_name.in_(sorted(set(names))))
         async with self._guard(), self._engine.connect() as conn:
             rows = (await conn.execute(stmt)).all()
         found = (_from_row(r._mapping) for r in rows)
         return {c.config_name: c for c in found}
 
-    async def list(self, query: ConnectionQuery) -> ConnectionPage:
-        conditions = _filters(query, self._engine.dialect.name)
+    async def list(
+        self, query: ConnectionQuery, *, tenant: Tenant = SINGLE_TENANT
+    ) -> ConnectionPage:
+        conditions = _filters(query, tenant, self._engine.dialect.name)
         order = (
             (_c.created_at.desc(), _c.id.desc())
             if query.descending
             else (_c.created_at.asc(), _c.id.asc())
         )
         page = (
-            _live()
+            _live(tenant)
             .where(*conditions)
             .order_by(*order)
             .limit(max(query.limit, 0))
@@ -108,7 +128,9 @@ class SqlaConnectionRepository(ConnectionRepository):
             rows = (await conn.execute(page)).all() if query.limit > 0 else []
         return ConnectionPage(items=[_from_row(r._mapping) for r in rows], total=total)
 
-    async def soft_delete(self, connection_id: UUID, now: datetime) -> bool:
+    async def soft_delete(
+        self, connection_id: UUID, now: datetime, *, tenant: Tenant = SINGLE_TENANT
+    ) -> bool:
         """Marks the row deleted and erases its sealed credentials."""
         erased = {
             **_secret("password", None),
@@ -118,7 +140,7 @@ class SqlaConnectionRepository(ConnectionRepository):
         }
         stmt = (
             update(connections)
-            .where(_c.id == connection_id, _c.deleted_at.is_(None))
+            .where(_c.id == connection_id, _c.tenant == tenant.id, _c.deleted_at.is_(None))
             .values(deleted_at=now, updated_at=now, version=_c.version + 1, **erased)
         )
         async with self._guard(), self._engine.begin() as conn:
@@ -133,12 +155,13 @@ class SqlaConnectionRepository(ConnectionRepository):
         if connection.updated_at is None:
             raise ValueError("an updated connection needs updated_at")
         values = _to_row(connection)
-        for key in ("id", "created_at", "deleted_at"):
+        for key in ("id", "tenant", "created_at", "deleted_at"):
             values.pop(key)
         stmt = (
             update(connections)
             .where(
                 _c.id == connection.id,
+                _c.tenant == connection.tenant.id,
                 _c.deleted_at.is_(None),
                 _c.version == connection.version - 1,
             )
@@ -151,7 +174,11 @@ class SqlaConnectionRepository(ConnectionRepository):
                     row = (await conn.execute(stmt)).first()
                     exists = (
                         row is not None
-                        or (await conn.execute(_live().where(_c.id == connection.id))).first()
+                        or (
+                            await conn.execute(
+                                _live(connection.tenant).where(_c.id == connection.id)
+                            )
+                        ).first()
                     )
             except sa_exc.IntegrityError as e:
                 raise EntityConflict("connection") from e
@@ -162,7 +189,7 @@ class SqlaConnectionRepository(ConnectionRepository):
         raise ConcurrencyConflict(f"connection {connection.id} was changed by someone else")
 
     async def assign_product(
-        self, connection_id: UUID, product: str, now: datetime
+        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant = SINGLE_TENANT
     ) -> Connection | None:
         """Gives an unowned live connection to ``product`` in one conditional update.
         Returns None when the connection is missing, deleted or already owned."""
@@ -170,6 +197,7 @@ class SqlaConnectionRepository(ConnectionRepository):
             update(connections)
             .where(
                 _c.id == connection_id,
+                _c.tenant == tenant.id,
                 _c.deleted_at.is_(None),
                 or_(_c.product_name == "", _c.product_name.is_(None)),
             )
@@ -196,8 +224,8 @@ class SqlaConnectionRepository(ConnectionRepository):
             raise Unavailable() from e
 
 
-def _live() -> Select[Any]:
-    return select(connections).where(_c.deleted_at.is_(None))
+def _live(tenant: Tenant) -> Select[Any]:
+    return select(connections).where(_c.tenant == tenant.id, _c.deleted_at.is_(None))
 
 
 def _metadata_equals(dialect: str, key: str, value: str) -> ColumnElement[bool]:
@@ -213,8 +241,8 @@ def _metadata_equals(dialect: str, key: str, value: str) -> ColumnElement[bool]:
     return and_(is_text, element.as_string() == value)
 
 
-def _filters(query: ConnectionQuery, dialect: str) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = [_c.deleted_at.is_(None)]
+def _filters(query: ConnectionQuery, tenant: Tenant, dialect: str) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [_c.tenant == tenant.id, _c.deleted_at.is_(None)]
     if query.unassigned:
         conditions.append(or_(_c.product_name == "", _c.product_name.is_(None)))
     elif query.product_name is not None:
@@ -243,6 +271,7 @@ def _to_row(c: Connection) -> dict[str, Any]:
     ssl = c.ssl
     return {
         "id": c.id,
+        "tenant": c.tenant.id,
         "product_name": c.product_name or "",
         "config_name": c.config_name,
         "type": c.type.value,
@@ -296,4 +325,5 @@ def _from_row(row: Mapping[Any, Any]) -> Connection:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         version=row["version"],
+        tenant=Tenant(row["tenant"]),
     )

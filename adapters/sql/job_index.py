@@ -1,4 +1,6 @@
-"""The job projection in SQL (PostgreSQL or SQLite), its position kept in the same transaction."""
+"""The job projection in SQL (PostgreSQL or SQLite), its position kept in the same transaction.
+Each job row records its tenant; a table created before tenants existed is upgraded at start
+(its jobs become the single tenant's)."""
 
 from __future__ import annotations
 
@@ -24,14 +26,16 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from adapters.sql.tables import UtcDateTime, create_tables
+from adapters.sql.tables import UtcDateTime, create_tables, upgrade_table
 from application.job_summaries import summarise
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
+from domain.tenant import SINGLE_TENANT, Tenant
 
 PROJECTION = "job_index"
 
@@ -41,6 +45,7 @@ jobs = Table(
     "fetcher_job_index",
     _metadata,
     Column("job_id", Uuid, primary_key=True),
+    Column("tenant", String(64), nullable=False, server_default=""),
     Column("status", String(16), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("lease_until", UtcDateTime, nullable=True),
@@ -85,7 +90,7 @@ class SqlaJobIndex(JobIndex, JobProgressStore):
         self._engine = engine
 
     async def create_schema(self) -> None:
-        await create_tables(self._engine, _metadata)
+        await create_tables(self._engine, _metadata, upgrade=_upgrade)
 
     async def project(self, logged: Sequence[LoggedEvent]) -> None:
         if not logged:
@@ -133,7 +138,9 @@ class SqlaJobIndex(JobIndex, JobProgressStore):
                 "attempts": summary.attempts,
             }
             if job_id not in before:
-                await conn.execute(insert(jobs).values(job_id=job_id, **values))
+                await conn.execute(
+                    insert(jobs).values(job_id=job_id, tenant=summary.tenant.id, **values)
+                )
                 await conn.execute(
                     delete(job_datasources).where(job_datasources.c.job_id == job_id)
                 )
@@ -160,11 +167,17 @@ class SqlaJobIndex(JobIndex, JobProgressStore):
             raise Unavailable() from error
         return int(value or 0)
 
-    async def is_connection_in_use(self, config_name: str) -> bool:
+    async def is_connection_in_use(
+        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
+    ) -> bool:
         query = (
             select(jobs.c.job_id)
             .join(job_datasources, job_datasources.c.job_id == jobs.c.job_id)
-            .where(job_datasources.c.config_name == config_name, jobs.c.status.in_(ACTIVE))
+            .where(
+                job_datasources.c.config_name == config_name,
+                jobs.c.tenant == tenant.id,
+                jobs.c.status.in_(ACTIVE),
+            )
             .limit(1)
         )
         try:
@@ -232,6 +245,10 @@ class SqlaJobIndex(JobIndex, JobProgressStore):
         return JobProgress(row.job_id, row.attempt, row.rows, row.bytes, row.updated_at)
 
 
+def _upgrade(conn: Connection) -> None:
+    upgrade_table(conn, jobs)
+
+
 async def _summaries(conn: AsyncConnection, rows: Sequence[Any]) -> list[JobSummary]:
     """Summaries of ``rows``, their datasources read in one query."""
     ids = [row.job_id for row in rows]
@@ -252,6 +269,7 @@ async def _summaries(conn: AsyncConnection, rows: Sequence[Any]) -> list[JobSumm
             row.created_at,
             row.lease_until,
             row.attempts,
+            Tenant(row.tenant),
         )
         for row in rows
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,13 @@ from sqlalchemy import (
     TypeDecorator,
     Uuid,
     event,
+    inspect,
     text,
 )
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.schema import CreateColumn
 
 from adapters.common.postgres import PostgresAddress
 from adapters.sql.quiet_logs import hide_statement_values
@@ -68,6 +71,7 @@ connections = Table(
     "fetcher_connections",
     metadata,
     Column("id", Uuid, primary_key=True),
+    Column("tenant", String(64), nullable=False, server_default=""),
     Column("product_name", String(100), nullable=False, server_default=""),
     Column("config_name", String(255), nullable=False),
     Column("type", String(20), nullable=False),
@@ -87,14 +91,20 @@ connections = Table(
     Column("deleted_at", UtcDateTime, nullable=True),
     Column("version", Integer, nullable=False, server_default="1"),
     Index(
-        "uq_fetcher_connections_config_name_live",
+        "uq_fetcher_connections_tenant_config_name_live",
+        "tenant",
         "config_name",
         unique=True,
         postgresql_where=_LIVE,
         sqlite_where=_LIVE,
     ),
-    Index("ix_fetcher_connections_created_at", "created_at"),
+    Index("ix_fetcher_connections_tenant_created_at", "tenant", "created_at"),
 )
+CONNECTIONS_OBSOLETE_INDEXES = (
+    "uq_fetcher_connections_config_name_live",
+    "ix_fetcher_connections_created_at",
+)
+"""Indexes of the table before it had tenants (config names were unique across the table)."""
 
 
 def create_engine_for(
@@ -141,17 +151,47 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-async def create_tables(
-    engine: AsyncEngine, schema: MetaData, tables: list[Table] | None = None
+def upgrade_table(
+    connection: Connection, table: Table, obsolete_indexes: Sequence[str] = ()
 ) -> None:
-    """Creates the tables if missing. Processes starting together race on PostgreSQL's
-    ``CREATE ... IF NOT EXISTS`` (a unique violation, or "tuple concurrently updated", in its
-    catalog); the loser retries."""
+    """Brings a table an older version created up to date, in the caller's transaction: adds
+    the columns it lacks (each new column has a server default, which existing rows take),
+    drops the indexes it no longer has and creates the ones it lacks. A table that has every
+    column is current and left alone."""
+    present = {column["name"] for column in inspect(connection).get_columns(table.name)}
+    missing = [column for column in table.columns if column.name not in present]
+    if not missing:
+        return
+    preparer = connection.dialect.identifier_preparer
+    # PostgreSQL: IF NOT EXISTS, as another process may be adding it at the same moment.
+    add = "ADD COLUMN IF NOT EXISTS" if connection.dialect.name == "postgresql" else "ADD COLUMN"
+    for column in missing:
+        ddl = CreateColumn(column).compile(dialect=connection.dialect)
+        connection.execute(text(f"ALTER TABLE {preparer.format_table(table)} {add} {ddl}"))
+    for name in obsolete_indexes:
+        connection.execute(text(f"DROP INDEX IF EXISTS {preparer.quote(name)}"))
+    for index in table.indexes:
+        index.create(connection, checkfirst=True)
+
+
+async def create_tables(
+    engine: AsyncEngine,
+    schema: MetaData,
+    tables: list[Table] | None = None,
+    *,
+    upgrade: Callable[[Connection], None] | None = None,
+) -> None:
+    """Creates the tables if missing, then runs ``upgrade`` (see ``upgrade_table``) in the same
+    transaction. Processes starting together race on PostgreSQL's ``CREATE ... IF NOT EXISTS``
+    and ``ALTER TABLE`` (a unique violation, a duplicate column, or "tuple concurrently
+    updated", in its catalog); the loser retries."""
     attempts = 5
     for attempt in range(attempts):
         try:
             async with engine.begin() as conn:
                 await conn.run_sync(schema.create_all, tables=tables)
+                if upgrade is not None:
+                    await conn.run_sync(upgrade)
             return
         except (sa_exc.IntegrityError, sa_exc.ProgrammingError, sa_exc.InternalError):
             if attempt == attempts - 1:

@@ -13,6 +13,7 @@ from application.ports.credential_cipher import CredentialCipher
 from domain import error_catalogue as catalogue
 from domain.connection import Connection
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound
+from domain.tenant import SINGLE_TENANT, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +27,24 @@ class AlreadyAssigned(Conflict):
 
 @dataclass(slots=True)
 class AssignConnection:
-    """Sets the product of a connection that has none, in one conditional write: of several
-    concurrent calls exactly one wins; the others get 409 FET-1015, as does any later call.
-    404 FET-1001 when there is no such stored connection. Being a write, it also seals again
-    any secret still under an older key version (best effort: a concurrent change wins)."""
+    """Sets the product of a connection of ``tenant`` that has none, in one conditional write:
+    of several concurrent calls exactly one wins; the others get 409 FET-1015, as does any
+    later call. 404 FET-1001 when the tenant has no such stored connection. Being a write, it
+    also seals again any secret still under an older key version (best effort: a concurrent
+    change wins)."""
 
     repository: ConnectionRepository
     cipher: CredentialCipher
     clock: Clock
 
-    async def __call__(self, connection_id: UUID, product: str) -> Connection:
-        assigned = await self.repository.assign_product(connection_id, product, self.clock.now())
+    async def __call__(
+        self, connection_id: UUID, product: str, *, tenant: Tenant = SINGLE_TENANT
+    ) -> Connection:
+        assigned = await self.repository.assign_product(
+            connection_id, product, self.clock.now(), tenant=tenant
+        )
         if assigned is None:
-            if await self.repository.get(connection_id) is None:
+            if await self.repository.get(connection_id, tenant=tenant) is None:
                 raise EntityNotFound("connection")
             raise AlreadyAssigned()
         if not needs_reseal(assigned, self.cipher.current_version):

@@ -16,6 +16,7 @@ from application.ports.datasource_reader import DatasourceReader
 from application.ports.rate_limiter import RateLimiter
 from domain import error_catalogue as catalogue
 from domain.errors import EntityNotFound, FetcherError
+from domain.tenant import SINGLE_TENANT, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,14 @@ class RateLimitExceeded(FetcherError):
         self.retry_after = seconds
 
 
+def limiter_key(connection_id: UUID, tenant: Tenant) -> str:
+    """The rate limiter's key (reference §2.4.6): the connection id, prefixed with
+    ``tenant:<tenantId>:`` in multi-tenant mode."""
+    if tenant.is_single:
+        return str(connection_id)
+    return f"tenant:{tenant.id}:{connection_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     latency_ms: int
@@ -40,10 +49,11 @@ class CheckResult:
 class CheckConnection:
     """Opens, pings and closes a connection (internal datasources included) within 10 s.
 
-    Rate limited per connection id before anything else (429 FET-1043 with the wait). Errors:
-    404 FET-1001 for an unknown id; FET-0414 (host guard) and FET-0413 (SSL mode) as they are;
-    a secret sealed under a key version that is no longer configured names that version; any
-    other failure is 500 FET-1041 with the reference's text and a short secret-free cause.
+    Rate limited per connection id (per tenant and id in multi-tenant mode) before anything
+    else (429 FET-1043 with the wait). Errors: 404 FET-1001 for an id ``tenant`` does not
+    see; FET-0414 (host guard) and FET-0413 (SSL mode) as they are; a secret sealed under a
+    key version that is no longer configured names that version; any other failure is 500
+    FET-1041 with the reference's text and a short secret-free cause.
     """
 
     directory: ConnectionDirectory
@@ -52,11 +62,11 @@ class CheckConnection:
     limiter: RateLimiter
     timeout: float = TEST_TIMEOUT
 
-    async def __call__(self, connection_id: UUID) -> CheckResult:
-        wait = await self.limiter.acquire(str(connection_id))
+    async def __call__(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> CheckResult:
+        wait = await self.limiter.acquire(limiter_key(connection_id, tenant))
         if wait > 0:
             raise RateLimitExceeded(wait)
-        connection = await self.directory.by_id(connection_id)
+        connection = await self.directory.by_id(connection_id, tenant=tenant)
         if connection is None:
             raise EntityNotFound("connection")
         endpoint = self.endpoints.endpoint(connection)

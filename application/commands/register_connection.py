@@ -11,6 +11,7 @@ from application.ports.credential_cipher import CredentialCipher
 from application.ports.host_guard import HostGuard
 from domain.connection import Connection, DatabaseType, SslSettings
 from domain.connection_input import ConnectionInput, SslInput
+from domain.tenant import SINGLE_TENANT, Tenant
 
 ALL_TYPES = frozenset(DatabaseType)
 
@@ -29,11 +30,11 @@ def sealed_ssl(cipher: CredentialCipher, ssl: SslInput | None) -> SslSettings | 
 
 @dataclass(slots=True)
 class RegisterConnection:
-    """Creates a connection owned by ``product`` (already normalised). The password and the
-    SSL CA, certificate and key are sealed with the newest key version; the connection is not
-    dialled. The request's rules come first, then the host guard (an IP literal in a blocked
-    range raises FET-0414 when it is on), then the model's rules; a duplicate live config name
-    raises FET-1002."""
+    """Creates a connection of ``tenant`` owned by ``product`` (already normalised). The
+    password and the SSL CA, certificate and key are sealed with the newest key version; the
+    connection is not dialled. The request's rules come first, then the host guard (an IP
+    literal in a blocked range raises FET-0414 when it is on), then the model's rules; a config
+    name already live in the tenant raises FET-1002 (other tenants may use it)."""
 
     repository: ConnectionRepository
     cipher: CredentialCipher
@@ -42,7 +43,9 @@ class RegisterConnection:
     guard: HostGuard | None = None
     supported: Collection[DatabaseType] = ALL_TYPES
 
-    async def __call__(self, product: str, data: ConnectionInput) -> Connection:
+    async def __call__(
+        self, product: str, data: ConnectionInput, *, tenant: Tenant = SINGLE_TENANT
+    ) -> Connection:
         data.check_characters()
         data.check_metadata()
         data.check_sent_fields(creating=True)
@@ -66,6 +69,7 @@ class RegisterConnection:
             metadata=dict(data.metadata or {}),
             created_at=now,
             updated_at=now,
+            tenant=tenant,
         )
         await self.repository.add(connection)
         return connection

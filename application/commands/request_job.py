@@ -26,6 +26,7 @@ from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
 from domain.job import Job, apply, fold, request_job
 from domain.names import discovery_scope
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,11 @@ class RequestJobResult:
 
 @dataclass(slots=True)
 class RequestJob:
+    """Records a job of ``tenant`` (``Requested``), unless an identical request of the same
+    tenant already holds its request slot: validation, deduplication (per tenant), connection
+    resolution among the tenant's own (a name only another tenant has is unknown, FET-1020),
+    product ownership, the known-schema check and connectivity tests, then one append."""
+
     store: JobEventStore
     directory: ConnectionDirectory
     endpoints: EndpointFactory
@@ -80,10 +86,12 @@ class RequestJob:
         metadata: Mapping[str, Any] | None,
         *,
         request_id: str = "",
+        tenant: Tenant = SINGLE_TENANT,
     ) -> RequestJobResult:
         """``request_id`` (the HTTP request's) is recorded with a new job and travels with
-        its work; it is not part of the request hash."""
-        result = await self._request(mapped_fields, filters, metadata, request_id)
+        its work; it is not part of the request hash. ``tenant`` scopes everything: the
+        duplicate lookup, the connections, the new job."""
+        result = await self._request(mapped_fields, filters, metadata, request_id, tenant)
         bind_log_fields(job_id=str(result.job.id))
         log.info("job.requested" if result.created else "job.duplicate")
         return result
@@ -94,21 +102,22 @@ class RequestJob:
         filters: Mapping[str, Any] | None,
         metadata: Mapping[str, Any] | None,
         request_id: str,
+        tenant: Tenant,
     ) -> RequestJobResult:
         request = ExtractionRequest.create(mapped_fields, filters, metadata)
-        slot_id = dedup.slot_id(request.request_hash)
-        existing = await self._blocking_job(slot_id)
+        slot_id = dedup.slot_id(request.request_hash, tenant)
+        existing = await self._blocking_job(slot_id, tenant)
         if existing is not None:
             self.metrics.job_requested(duplicate=True)
             return RequestJobResult(existing, created=False)
-        connections = await self._resolve(request)
+        connections = await self._resolve(request, tenant)
         self._check_ownership(request, connections)
         await self._check_known_schemas(request, connections)
         await self._test_connections(connections)
         for _attempt in range(3):
             slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
             if slot.job_id is not None:
-                holder = await self._job(slot.job_id)
+                holder = await self._job(slot.job_id, tenant)
                 if holder is not None and holder.blocks_duplicate(self.clock.now()):
                     self.metrics.job_requested(duplicate=True)
                     return RequestJobResult(holder, created=False)
@@ -117,6 +126,7 @@ class RequestJob:
                 self.ids.new_id(),
                 request,
                 now,
+                tenant,
                 request_id=request_id,
                 trace_context=self.tracer.carrier(),
             )
@@ -129,21 +139,22 @@ class RequestJob:
             return RequestJobResult(job, created=True)
         raise ConcurrencyConflict("the request could not be recorded; please retry")
 
-    async def _job(self, job_id: Any) -> Job | None:
-        return fold(await self.store.job_events(job_id))
+    async def _job(self, job_id: Any, tenant: Tenant) -> Job | None:
+        job = fold(await self.store.job_events(job_id))
+        return job if job is not None and job.tenant == tenant else None
 
-    async def _blocking_job(self, slot_id: Any) -> Job | None:
+    async def _blocking_job(self, slot_id: Any, tenant: Tenant) -> Job | None:
         slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
         if slot.job_id is None:
             return None
-        job = await self._job(slot.job_id)
+        job = await self._job(slot.job_id, tenant)
         if job is not None and job.blocks_duplicate(self.clock.now()):
             return job
         return None
 
-    async def _resolve(self, request: ExtractionRequest) -> dict[str, Connection]:
+    async def _resolve(self, request: ExtractionRequest, tenant: Tenant) -> dict[str, Connection]:
         names = request.datasource_names
-        found = await self.directory.resolve(names)
+        found = await self.directory.resolve(names, tenant=tenant)
         if not found:
             raise JobDatasourceNotFound()
         for name in names:
@@ -179,7 +190,10 @@ class RequestJob:
             connection = connections[name]
             tables = request.mapped_fields[name]
             key = SchemaKey(
-                connection.id, connection.version, discovery_scope(connection.type, list(tables))
+                connection.id,
+                connection.version,
+                discovery_scope(connection.type, list(tables)),
+                connection.tenant,
             )
             schema = await self.schemas.get(key)
             if schema is None:

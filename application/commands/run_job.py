@@ -34,10 +34,17 @@ from domain import job as jobs
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
 from domain.job import Job, ResultRef
 from domain.redaction import redact
+from domain.tenant import SINGLE_TENANT, Tenant
 
 log = logging.getLogger(__name__)
 
 RESULT_KEY = "external-data/{job_id}.json"
+
+
+def result_key(job: Job) -> str:
+    """Where a job's result is stored and what ``resultPath`` reports (the storage adds its
+    own prefix): ``external-data/<jobId>.json``, under ``<tenantId>/`` in multi-tenant mode."""
+    return job.tenant.key_prefix + RESULT_KEY.format(job_id=job.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +83,8 @@ class RunLimits:
 class RunJob:
     """Runs one work order and says how to settle its delivery: ``ACK`` once the job has
     ended (or another worker owns it, or it is unknown), ``REQUEUE`` when its outcome could
-    not be recorded.
+    not be recorded. An order naming another tenant than the job's is dropped (``ACK``)
+    without a claim. Connections are resolved among the job's tenant's own.
 
     Every line it logs carries the job's id and request id; its start and end are logged at
     INFO (rows, bytes, duration), its progress every ``progress_interval`` seconds. Its steps
@@ -97,14 +105,25 @@ class RunJob:
     metrics: JobMetrics = NO_METRICS
 
     async def __call__(
-        self, job_id: UUID, *, request_id: str = "", trace_context: TraceCarrier | None = None
+        self,
+        job_id: UUID,
+        *,
+        tenant: Tenant = SINGLE_TENANT,
+        request_id: str = "",
+        trace_context: TraceCarrier | None = None,
     ) -> Settlement:
-        """``request_id`` and ``trace_context`` come with the work message; without them,
-        those recorded with the job are used."""
+        """``tenant``, ``request_id`` and ``trace_context`` come with the work message; without
+        the last two, those recorded with the job are used."""
         with log_fields(job_id=str(job_id), request_id=request_id):
             job = jobs.fold(await self.store.job_events(job_id))
             if job is None:
                 log.warning("job.unknown")
+                return Settlement.ACK
+            if job.tenant != tenant:
+                log.warning(
+                    "job.tenant.mismatch",
+                    extra={"order_tenant": str(tenant), "job_tenant": str(job.tenant)},
+                )
                 return Settlement.ACK
             with (
                 log_fields(request_id=request_id or job.request_id),
@@ -159,7 +178,7 @@ class RunJob:
         raise AssertionError("unreachable")
 
     async def _extract(self, job: Job, progress: ResultProgress) -> WrittenResult:
-        key = RESULT_KEY.format(job_id=job.id)
+        key = result_key(job)
         try:
             async with asyncio.timeout(self.limits.timeout):
                 with self.tracer.span("job.plan"):
@@ -189,7 +208,7 @@ class RunJob:
     async def _plan(self, job: Job) -> list[DatasourcePlan]:
         request = job.request
         names = request.datasource_names
-        connections = await self.directory.resolve(names)
+        connections = await self.directory.resolve(names, tenant=job.tenant)
         if any(name not in connections for name in names):
             raise ExtractionError(
                 "not_found", "extraction references an unknown datasource connection"
@@ -220,7 +239,7 @@ class RunJob:
         elapsed_ms = int(seconds * 1000)
         now = self.clock.now()
         ref = ResultRef(
-            path=RESULT_KEY.format(job_id=job.id),
+            path=result_key(job),
             size_bytes=written.size_bytes,
             row_count=written.row_count,
             hmac=written.hmac,

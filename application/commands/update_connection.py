@@ -19,14 +19,16 @@ from domain import error_catalogue as catalogue
 from domain.connection import Connection, DatabaseType
 from domain.connection_input import ConnectionInput
 from domain.errors import EntityNotFound, InvalidRequest
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(slots=True)
 class UpdateConnection:
-    """Applies a patch to a stored connection and bumps its version.
+    """Applies a patch to a stored connection of ``tenant`` and bumps its version.
 
-    Order: the sent fields are checked, the connection loaded (404), the job gate applied
-    (409 FET-1021 while a pending or processing job reads it), the patch applied and the whole
+    Order: the sent fields are checked, the connection loaded (404, also for another tenant's),
+    the job gate applied (409 FET-1021 while a pending or processing job of the tenant reads
+    it), the patch applied and the whole
     connection validated, then written with an optimistic lock. Scalars replace, ``metadata``
     replaces the whole object, an SSL block with a mode replaces the whole stored block (a block
     without a mode changes nothing). A new password is sealed; every secret still sealed under
@@ -42,7 +44,9 @@ class UpdateConnection:
     guard: HostGuard | None = None
     supported: Collection[DatabaseType] = ALL_TYPES
 
-    async def __call__(self, connection_id: UUID, patch: ConnectionInput) -> Connection:
+    async def __call__(
+        self, connection_id: UUID, patch: ConnectionInput, *, tenant: Tenant = SINGLE_TENANT
+    ) -> Connection:
         if patch.is_empty:
             raise InvalidRequest(entry=catalogue.EMPTY_BODY)
         patch.check_characters()
@@ -50,15 +54,15 @@ class UpdateConnection:
         patch.check_sent_fields(creating=False)
         if self.guard is not None and patch.host is not None and patch.host.strip():
             self.guard.check_literal(patch.host.strip())
-        current = await self.repository.get(connection_id)
+        current = await self.repository.get(connection_id, tenant=tenant)
         if current is None:
             raise EntityNotFound("connection")
-        if await self.jobs.is_connection_in_use(current.config_name):
+        if await self.jobs.is_connection_in_use(current.config_name, tenant=tenant):
             raise ConnectionInUse("cannot update connection with active jobs")
         changed = self._apply(current, patch)
         saved = await self.repository.update(changed)
         if self.cache is not None:
-            await self.cache.drop(connection_id)
+            await self.cache.drop(connection_id, tenant=tenant)
         return saved
 
     def _apply(self, current: Connection, patch: ConnectionInput) -> Connection:

@@ -63,6 +63,7 @@ class EmitJobEvents:
                 time=event.timestamp,
                 request_id=job.request_id,
                 trace_context=self.tracer.carrier(),
+                tenant=job.tenant,
             )
             try:
                 with self._attempts.attempt(logged.notification_id):

@@ -27,12 +27,14 @@ def work_order_body(job: Job) -> bytes:
 
 def work_order(job: Job, trace_context: TraceCarrier | None = None) -> WorkOrder:
     """The work order of ``job``: its message body, the id of the request that asked for it,
-    and ``trace_context`` (by default the one recorded with the request)."""
+    ``trace_context`` (by default the one recorded with the request) and its tenant (for the
+    headers)."""
     return WorkOrder(
         job_id=job.id,
         body=work_order_body(job),
         request_id=job.request_id,
         trace_context=trace_headers(job.trace_context if trace_context is None else trace_context),
+        tenant=job.tenant,
     )
 
 

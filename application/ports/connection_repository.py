@@ -7,6 +7,7 @@ from typing import Protocol
 from uuid import UUID
 
 from domain.connection import Connection
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,14 +37,18 @@ class ConnectionQuery:
 
 
 class ConnectionRepository(Protocol):
-    """Stored (external) connections. Soft-deleted ones are invisible to every read.
+    """Stored (external) connections, each of one tenant. Soft-deleted ones are invisible to
+    every read.
 
+    - Every read and write is within one tenant: ``tenant`` (the single tenant by default) or,
+      for ``add`` and ``update``, ``connection.tenant``. Another tenant's connection is as
+      invisible as a missing one; a tenant is never changed once stored.
     - ``add`` raises ``domain.errors.EntityConflict`` (FET-1002) when a non-deleted connection
-      already has the config name.
-    - ``update`` writes every field but ``created_at`` when the stored version is
-      ``connection.version - 1`` (optimistic lock). It raises ``EntityNotFound`` when there is
-      no live connection with that id, ``ConcurrencyConflict`` when another change came first,
-      and ``EntityConflict`` (FET-1002) when the new config name is taken.
+      of the same tenant already has the config name.
+    - ``update`` writes every field but ``created_at`` and the tenant when the stored version
+      is ``connection.version - 1`` (optimistic lock). It raises ``EntityNotFound`` when the
+      tenant has no live connection with that id, ``ConcurrencyConflict`` when another change
+      came first, and ``EntityConflict`` (FET-1002) when the new config name is taken.
     - ``assign_product`` gives an unowned live connection to a product in one conditional
       write (exactly one of several concurrent callers wins) and bumps its version; it returns
       None when the connection is missing, deleted or already owned.
@@ -55,20 +60,28 @@ class ConnectionRepository(Protocol):
 
     async def add(self, connection: Connection) -> None: ...
 
-    async def get(self, connection_id: UUID) -> Connection | None: ...
+    async def get(
+        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
+    ) -> Connection | None: ...
 
-    async def by_config_names(self, names: Sequence[str]) -> dict[str, Connection]: ...
+    async def by_config_names(
+        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
+    ) -> dict[str, Connection]: ...
 
-    async def list(self, query: ConnectionQuery) -> ConnectionPage: ...
+    async def list(
+        self, query: ConnectionQuery, *, tenant: Tenant = SINGLE_TENANT
+    ) -> ConnectionPage: ...
 
     async def update(self, connection: Connection) -> Connection: ...
 
     async def assign_product(
-        self, connection_id: UUID, product: str, now: datetime
+        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant = SINGLE_TENANT
     ) -> Connection | None: ...
 
-    async def soft_delete(self, connection_id: UUID, now: datetime) -> bool:
-        """Returns False when there was no live connection with that id."""
+    async def soft_delete(
+        self, connection_id: UUID, now: datetime, *, tenant: Tenant = SINGLE_TENANT
+    ) -> bool:
+        """Returns False when the tenant had no live connection with that id."""
         ...
 
     async def check(self) -> None: ...

@@ -7,6 +7,7 @@ from typing import Protocol
 from uuid import UUID
 
 from application.ports.job_event_store import LoggedEvent
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,7 @@ class JobSummary:
     created_at: datetime
     lease_until: datetime | None
     attempts: int
+    tenant: Tenant = SINGLE_TENANT
 
 
 class JobIndex(Protocol):
@@ -28,8 +30,10 @@ class JobIndex(Protocol):
       and records the last notification id as its position **in the same transaction**, so
       the read model and its position never disagree. Replaying an already-applied batch is
       harmless.
-    - ``is_connection_in_use`` answers whether a pending or processing job reads the
-      datasource with that config name (FET-1021 on PATCH/DELETE of a connection).
+    - ``is_connection_in_use`` answers whether a pending or processing job of ``tenant`` reads
+      the datasource with that config name (FET-1021 on PATCH/DELETE of a connection); jobs
+      of other tenants never count.
+    - Each summary records the tenant that requested the job.
     - ``stalled`` lists jobs that need the reaper: pending jobs created before
       ``pending_before``, and processing jobs whose lease ended at or before ``now``.
     - Unavailability raises ``domain.errors.Unavailable``.
@@ -39,7 +43,9 @@ class JobIndex(Protocol):
 
     async def position(self) -> int: ...
 
-    async def is_connection_in_use(self, config_name: str) -> bool: ...
+    async def is_connection_in_use(
+        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
+    ) -> bool: ...
 
     async def stalled(
         self, *, now: datetime, pending_before: datetime, limit: int = 100

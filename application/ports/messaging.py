@@ -7,10 +7,14 @@ from enum import Enum
 from typing import Protocol
 from uuid import UUID
 
+from domain.tenant import SINGLE_TENANT, Tenant
+
 
 @dataclass(frozen=True, slots=True)
 class WorkOrder:
-    """A request to extract one job. ``body`` is the reference's work-message JSON (§4.8)."""
+    """A request to extract one job. ``body`` is the reference's work-message JSON (§4.8);
+    ``tenant`` is the job's: its message carries and signs it (``X-Tenant-ID``), except for
+    the single tenant, whose messages carry none (as the reference in single-tenant mode)."""
 
     job_id: UUID
     body: bytes
@@ -18,11 +22,13 @@ class WorkOrder:
     """The ``X-Request-Id`` header: the id of the HTTP request that asked for the job."""
     trace_context: dict[str, str] = field(default_factory=dict)
     """The W3C trace headers (``traceparent``, ``tracestate``) the message carries."""
+    tenant: Tenant = SINGLE_TENANT
 
 
 @dataclass(frozen=True, slots=True)
 class JobNotification:
-    """A terminal job event to announce. ``body`` is the exact JSON that is signed and sent."""
+    """A terminal job event to announce. ``body`` is the exact JSON that is signed and sent;
+    the event names ``tenant`` (``single-tenant`` for the single tenant)."""
 
     job_id: UUID
     status: str
@@ -30,6 +36,7 @@ class JobNotification:
     time: datetime
     request_id: str = ""
     trace_context: dict[str, str] = field(default_factory=dict)
+    tenant: Tenant = SINGLE_TENANT
 
 
 class WorkQueue(Protocol):

@@ -8,7 +8,8 @@ class RateLimiter(Protocol):
 
     ``acquire`` takes one token for ``key`` and returns ``0.0``; when none is left it takes
     nothing and returns the seconds until one is available (always > 0). Keys are opaque
-    strings (connection ids); they are never secrets.
+    strings (a connection id, ``tenant:<tenantId>:<connectionId>`` in multi-tenant mode);
+    they are never secrets.
     """
 
     async def acquire(self, key: str) -> float: ...

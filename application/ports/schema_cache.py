@@ -5,15 +5,18 @@ from typing import Protocol
 from uuid import UUID
 
 from domain.schema import Schema
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(frozen=True, slots=True)
 class SchemaKey:
-    """What a discovered schema depends on: the connection, its version and the scope."""
+    """What a discovered schema depends on: the connection (of ``tenant``), its version and
+    the scope."""
 
     connection_id: UUID
     version: int
     scope: tuple[str, ...]
+    tenant: Tenant = SINGLE_TENANT
 
 
 class SchemaCache(Protocol):
@@ -23,9 +26,10 @@ class SchemaCache(Protocol):
       (a cache that cannot answer behaves as empty).
     - ``put`` stores a schema under its key; failures are swallowed (the caller already has the
       schema).
-    - ``drop`` forgets every entry of a connection, whatever its version and scope (called when
-      a connection is changed or deleted). Since keys include the connection version, a changed
-      connection is never served an old schema even before ``drop`` runs.
+    - ``drop`` forgets every entry of a connection of ``tenant``, whatever its version and
+      scope (called when a connection is changed or deleted). Since keys include the
+      connection version, a changed connection is never served an old schema even before
+      ``drop`` runs.
     - Schemas hold table and column names and types only, never credentials.
     """
 
@@ -33,4 +37,4 @@ class SchemaCache(Protocol):
 
     async def put(self, key: SchemaKey, schema: Schema) -> None: ...
 
-    async def drop(self, connection_id: UUID) -> None: ...
+    async def drop(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> None: ...

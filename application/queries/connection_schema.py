@@ -19,6 +19,7 @@ from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection
 from domain.errors import EntityNotFound
 from domain.schema import Column
+from domain.tenant import SINGLE_TENANT, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,16 @@ class GetConnectionSchema:
     default scope: the connection's ``schema`` if set, else the engine default. System objects
     are already removed by the engine adapter. Errors: 404 FET-1001; FET-0414 and FET-0413 as
     they are; 500 FET-1041 when the database cannot be reached, 500 FET-1042 when it was
-    reached but discovery failed."""
+    reached but discovery failed. Only connections ``tenant`` sees are found."""
 
     directory: ConnectionDirectory
     endpoints: EndpointFactory
     reader: DatasourceReader
 
-    async def __call__(self, connection_id: UUID) -> ConnectionSchema:
-        connection = await self.directory.by_id(connection_id)
+    async def __call__(
+        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
+    ) -> ConnectionSchema:
+        connection = await self.directory.by_id(connection_id, tenant=tenant)
         if connection is None:
             raise EntityNotFound("connection")
         endpoint = self.endpoints.endpoint(connection)

@@ -8,17 +8,18 @@ from uuid import UUID
 from application.connection_directory import ConnectionDirectory
 from domain.connection import Connection
 from domain.errors import EntityNotFound
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(slots=True)
 class GetConnection:
-    """An internal datasource by its deterministic id, else a stored connection (no product
-    scoping, as in the reference); 404 FET-1001 otherwise."""
+    """An internal datasource by its deterministic id, else a stored connection, among those
+    ``tenant`` sees (no product scoping, as in the reference); 404 FET-1001 otherwise."""
 
     directory: ConnectionDirectory
 
-    async def __call__(self, connection_id: UUID) -> Connection:
-        found = await self.directory.by_id(connection_id)
+    async def __call__(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> Connection:
+        found = await self.directory.by_id(connection_id, tenant=tenant)
         if found is None:
             raise EntityNotFound("connection")
         return found

@@ -13,7 +13,8 @@ from application.ports.job_event_store import JobEventStore
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain import job as jobs
 from domain.errors import EntityNotFound, Unavailable
-from domain.job import Job, JobEvent
+from domain.job import Job, JobEvent, JobRequested
+from domain.tenant import SINGLE_TENANT, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -39,21 +40,43 @@ class JobReading:
     """Rows and bytes so far, while the job is processing and its worker has reported."""
 
 
+async def tenant_job_events(
+    store: JobEventStore, job_id: UUID, tenant: Tenant
+) -> tuple[Job, list[JobEvent]]:
+    """A job of ``tenant`` and its events; 404 FET-1001 when there is none, or the job is of
+    another tenant (ids tell nothing about other tenants' jobs)."""
+    events = await store.job_events(job_id)
+    job = jobs.fold(events)
+    if job is None or job.tenant != tenant:
+        raise EntityNotFound("job")
+    return job, events
+
+
+def _facts(event: JobEvent) -> dict[str, Any]:
+    facts = {
+        f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.name not in _ENVELOPE
+    }
+    if isinstance(event, JobRequested) and not event.tenant:
+        del facts["tenant"]  # the single tenant's history reads as before tenants existed
+    return facts
+
+
 @dataclass(slots=True)
 class GetJob:
+    """A job of ``tenant``, rebuilt from its events; 404 FET-1001 otherwise."""
+
     store: JobEventStore
     progress: JobProgressStore | None = None
 
-    async def __call__(self, job_id: UUID) -> Job:
-        job = jobs.fold(await self.store.job_events(job_id))
-        if job is None:
-            raise EntityNotFound("job")
+    async def __call__(self, job_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> Job:
+        job, _ = await tenant_job_events(self.store, job_id, tenant)
         return job
 
-    async def with_progress(self, job_id: UUID) -> JobReading:
-        """The job, and while it is being extracted, the latest progress its current claim
-        reported (never an earlier claim's). Progress that cannot be read is left out."""
-        job = await self(job_id)
+    async def with_progress(self, job_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> JobReading:
+        """The job of ``tenant``, and while it is being extracted, the latest progress its
+        current claim reported (never an earlier claim's). Progress that cannot be read is
+        left out."""
+        job = await self(job_id, tenant=tenant)
         if self.progress is None or job.status != "processing":
             return JobReading(job)
         try:
@@ -68,22 +91,18 @@ class GetJob:
 
 @dataclass(slots=True)
 class GetJobHistory:
+    """The events of a job of ``tenant``, in order; 404 FET-1001 otherwise."""
+
     store: JobEventStore
 
-    async def __call__(self, job_id: UUID) -> list[HistoryEntry]:
-        events = await self.store.job_events(job_id)
-        if not events:
-            raise EntityNotFound("job")
+    async def __call__(self, job_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> list[HistoryEntry]:
+        _, events = await tenant_job_events(self.store, job_id, tenant)
         return [
             HistoryEntry(
                 type=event_type_name(event),
                 version=event.originator_version,
                 timestamp=event.timestamp,
-                facts={
-                    f.name: getattr(event, f.name)
-                    for f in dataclasses.fields(event)
-                    if f.name not in _ENVELOPE
-                },
+                facts=_facts(event),
             )
             for event in events
         ]

@@ -12,6 +12,7 @@ from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionQuery
 from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,22 +85,26 @@ def stored_query(
 
 @dataclass(slots=True)
 class ListConnections:
-    """A page of stored connections created within the date window, filtered by product
-    (when given), type and metadata values. Page 1 starts with the internal datasources
-    (filtered by type only), which also count in ``total``."""
+    """A page of ``tenant``'s stored connections created within the date window, filtered by
+    product (when given), type and metadata values. Page 1 starts with the internal
+    datasources the tenant sees (filtered by type only), which also count in ``total``."""
 
     directory: ConnectionDirectory
     clock: Clock
     max_months: int = 1
 
-    async def __call__(self, wanted: ListFilter) -> ConnectionPage:
+    async def __call__(
+        self, wanted: ListFilter, *, tenant: Tenant = SINGLE_TENANT
+    ) -> ConnectionPage:
         page = await self.directory.repository.list(
-            stored_query(wanted, self.clock, self.max_months)
+            stored_query(wanted, self.clock, self.max_months), tenant=tenant
         )
         if wanted.page != 1:
             return page
         kind = wanted.type.upper() if wanted.type else None
         internal = [
-            c for _, c in sorted(self.directory.internal.items()) if kind in (None, c.type.value)
+            c
+            for _, c in sorted(self.directory.internal_for(tenant).items())
+            if kind in (None, c.type.value)
         ]
         return ConnectionPage(items=internal + page.items, total=page.total + len(internal))

@@ -7,18 +7,21 @@ from dataclasses import dataclass
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionRepository
 from application.queries.list_connections import ListFilter, stored_query
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 @dataclass(slots=True)
 class ListUnassignedConnections:
-    """Like the connection list (same date window, pagination and filters) but only
-    connections whose product is empty, and never the internal datasources."""
+    """Like the connection list of ``tenant`` (same date window, pagination and filters) but
+    only connections whose product is empty, and never the internal datasources."""
 
     repository: ConnectionRepository
     clock: Clock
     max_months: int = 1
 
-    async def __call__(self, wanted: ListFilter) -> ConnectionPage:
+    async def __call__(
+        self, wanted: ListFilter, *, tenant: Tenant = SINGLE_TENANT
+    ) -> ConnectionPage:
         return await self.repository.list(
-            stored_query(wanted, self.clock, self.max_months, unassigned=True)
+            stored_query(wanted, self.clock, self.max_months, unassigned=True), tenant=tenant
         )

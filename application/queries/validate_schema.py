@@ -20,6 +20,7 @@ from domain.errors import FetcherError, InvalidRequest, MissingFields
 from domain.names import discovery_scope, normalise_field, normalise_table
 from domain.request import WILDCARD
 from domain.schema import Schema, Table
+from domain.tenant import SINGLE_TENANT, Tenant
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,8 @@ class ValidateSchema:
     keyed by connection id, connection version and discovery scope). Returns the issues
     sorted by datasource, table and field; ``["*"]`` is valid for any existing table.
 
-    400 errors for the request rules (FET-0402, FET-0401, FET-1061) and FET-1062 when no
+    Datasources resolve among those ``tenant`` sees (another tenant's name is unknown). 400
+    errors for the request rules (FET-0402, FET-0401, FET-1061) and FET-1062 when no
     datasource resolves; a host refused by the SSRF guard aborts with FET-0414. A datasource
     that cannot be reached or discovered is reported as ``DATA_SOURCE_DOWN``.
     """
@@ -132,10 +134,12 @@ class ValidateSchema:
     reader: DatasourceReader
     cache: SchemaCache | None = None
 
-    async def __call__(self, mapped: MappedFields | None) -> list[SchemaIssue]:
+    async def __call__(
+        self, mapped: MappedFields | None, *, tenant: Tenant = SINGLE_TENANT
+    ) -> list[SchemaIssue]:
         mapped = check_request(mapped)
         names = sorted(mapped)
-        connections = await self.directory.resolve(names)
+        connections = await self.directory.resolve(names, tenant=tenant)
         if not connections:
             raise SchemaDatasourcesNotFound()
         found = [name for name in names if name in connections]
@@ -163,7 +167,10 @@ class ValidateSchema:
     ) -> Schema | ForbiddenHost | None:
         """The schema, the guard's refusal, or None when the datasource is down."""
         key = SchemaKey(
-            connection.id, connection.version, discovery_scope(connection.type, list(tables))
+            connection.id,
+            connection.version,
+            discovery_scope(connection.type, list(tables)),
+            connection.tenant,
         )
         if self.cache is not None:
             cached = await self.cache.get(key)

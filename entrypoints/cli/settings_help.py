@@ -295,8 +295,20 @@ SETTINGS: tuple[Setting, ...] = (
         "DATASOURCE_<X>_CONFIG_NAME",
         "none",
         "an internal datasource; the same prefix gives _TYPE, _HOST, _DATABASE, _PORT, _USER, "
-        "_PASSWORD, _SSLMODE, _SSL_CA, _SSL_CERT, _SSL_KEY, _OPTIONS",
+        "_PASSWORD, _SSLMODE, _SSL_CA, _SSL_CERT, _SSL_KEY, _OPTIONS, _TENANTS",
         STORAGE_ROLES,
+    ),
+    Setting(
+        "MULTI_TENANT_ENABLED",
+        "false",
+        "multi-tenant mode: the tenant comes from a verified token claim",
+        EVERY_ROLE,
+    ),
+    Setting(
+        "MULTI_TENANT_ALLOWED_TENANTS",
+        "any tenant",
+        "the tenants served, comma-separated (others get 404 Tenant Not Found)",
+        EVERY_ROLE,
     ),
 )
 

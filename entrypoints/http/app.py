@@ -14,6 +14,7 @@ from litestar.openapi import OpenAPIConfig
 
 from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from domain.identity import Identity
+from domain.tenant import Tenant
 from entrypoints.http.auth import (
     OPEN,
     SECURITY_COMPONENTS,
@@ -27,6 +28,7 @@ from entrypoints.http.job_routes import JobController
 from entrypoints.http.openapi import OfflineSwaggerUI, RequiredFieldsSchemaPlugin
 from entrypoints.http.ops import PROBE_ROUTES, self_probe, version
 from entrypoints.http.request_context import QUIET_PATHS, STATE_KEY, RequestContext, route_name
+from entrypoints.http.tenancy import provide_tenant
 from entrypoints.roles import ApiServices, Probes
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -103,6 +105,7 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
             "services": Provide(provide_services),
             "probes": Provide(provide_probes),
             "identity": Provide(provide_identity),
+            "tenant": Provide(provide_tenant),
         },
         middleware=middleware,
         state=State({"security": security}),
@@ -118,7 +121,12 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         request_max_body_size=MAX_BODY_BYTES,
         lifespan=[self_probe(services.probes)],
         request_class=JsonRequest,
-        signature_namespace={"ApiServices": ApiServices, "Identity": Identity, "Probes": Probes},
+        signature_namespace={
+            "ApiServices": ApiServices,
+            "Identity": Identity,
+            "Probes": Probes,
+            "Tenant": Tenant,
+        },
         logging_config=None,
         plugins=[RequiredFieldsSchemaPlugin(), *_tracing_plugins(services)],
     )

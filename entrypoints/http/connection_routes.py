@@ -1,4 +1,5 @@
-"""Connection routes (reference §2.4.1-2.4.10): thin — decode, call one use case, encode."""
+"""Connection routes (reference §2.4.1-2.4.10): thin — decode, call one use case with the
+caller's tenant, encode."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from domain import gojson
 from domain.connection import Connection, normalise_product
 from domain.connection_input import ConnectionInput
 from domain.errors import InvalidRequest
+from domain.tenant import Tenant
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses, status_of
 from entrypoints.http.guards import (
@@ -139,6 +141,7 @@ class ConnectionController(Controller):
     async def create(
         self,
         services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
         request: Request[Any, Any, Any],
         data: JSONBody[NewConnection],
     ) -> ConnectionView:
@@ -146,7 +149,7 @@ class ConnectionController(Controller):
         sent = await _sent_connection(request, data)
         if data.is_blank:
             raise InvalidRequest(entry=catalogue.EMPTY_BODY)
-        connection = await services.connections.register(product, sent)
+        connection = await services.connections.register(product, sent, tenant=tenant)
         return connection_view(connection)
 
     @get(
@@ -158,14 +161,18 @@ class ConnectionController(Controller):
         operation_class=documented_with(PRODUCT_FILTER, *LIST_PARAMETERS),
     )
     async def list_connections(
-        self, services: NamedDependency[ApiServices], request: Request[Any, Any, Any]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        request: Request[Any, Any, Any],
     ) -> ConnectionList:
         wanted = parse_list_filter(
             request.query_params.multi_items(),
             product=_product(request, required=False),
             max_limit=services.connections.max_page_limit,
         )
-        return _page(await services.connections.list(wanted), wanted.page, wanted.limit)
+        found = await services.connections.list(wanted, tenant=tenant)
+        return _page(found, wanted.page, wanted.limit)
 
     @get(
         "/unassigned",
@@ -176,14 +183,18 @@ class ConnectionController(Controller):
         operation_class=documented_with(*LIST_PARAMETERS),
     )
     async def list_unassigned(
-        self, services: NamedDependency[ApiServices], request: Request[Any, Any, Any]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        request: Request[Any, Any, Any],
     ) -> ConnectionList:
         wanted = parse_list_filter(
             request.query_params.multi_items(),
             product=None,
             max_limit=services.connections.max_page_limit,
         )
-        return _page(await services.connections.list_unassigned(wanted), wanted.page, wanted.limit)
+        found = await services.connections.list_unassigned(wanted, tenant=tenant)
+        return _page(found, wanted.page, wanted.limit)
 
     @post(
         "/validate-schema",
@@ -203,9 +214,12 @@ class ConnectionController(Controller):
         },
     )
     async def validate_schema(
-        self, services: NamedDependency[ApiServices], data: JSONBody[ValidateSchemaRequest]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        data: JSONBody[ValidateSchemaRequest],
     ) -> Response[SchemaValid | SchemaInvalid]:
-        issues = await services.connections.validate_schema(data.mappedFields)
+        issues = await services.connections.validate_schema(data.mappedFields, tenant=tenant)
         if not issues:
             return Response(
                 SchemaValid(
@@ -232,9 +246,12 @@ class ConnectionController(Controller):
         responses=error_responses(400, 404),
     )
     async def read(
-        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        connection_id: FromPath[str],
     ) -> ConnectionView:
-        found = await services.connections.get(parse_id(connection_id, "connection"))
+        found = await services.connections.get(parse_id(connection_id, "connection"), tenant=tenant)
         return connection_view(found)
 
     @patch(
@@ -246,13 +263,14 @@ class ConnectionController(Controller):
     async def update(
         self,
         services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
         connection_id: FromPath[str],
         request: Request[Any, Any, Any],
         data: JSONBody[ConnectionBody],
     ) -> ConnectionView:
         identifier = parse_id(connection_id, "connection")
         changed = await services.connections.update(
-            identifier, await _sent_connection(request, data)
+            identifier, await _sent_connection(request, data), tenant=tenant
         )
         return connection_view(changed)
 
@@ -264,9 +282,12 @@ class ConnectionController(Controller):
         responses=error_responses(400, 404, 409),
     )
     async def remove(
-        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        connection_id: FromPath[str],
     ) -> None:
-        await services.connections.remove(parse_id(connection_id, "connection"))
+        await services.connections.remove(parse_id(connection_id, "connection"), tenant=tenant)
 
     @post(
         "/{connection_id:str}/test",
@@ -276,9 +297,14 @@ class ConnectionController(Controller):
         responses=error_responses(400, 404, 429),
     )
     async def check(
-        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        connection_id: FromPath[str],
     ) -> ConnectionTestView:
-        result = await services.connections.check(parse_id(connection_id, "connection"))
+        result = await services.connections.check(
+            parse_id(connection_id, "connection"), tenant=tenant
+        )
         return ConnectionTestView(
             status="success", message="Connection successful", latencyMs=result.latency_ms
         )
@@ -290,9 +316,14 @@ class ConnectionController(Controller):
         responses=error_responses(400, 404),
     )
     async def schema(
-        self, services: NamedDependency[ApiServices], connection_id: FromPath[str]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        connection_id: FromPath[str],
     ) -> ConnectionSchemaView:
-        found = await services.connections.schema(parse_id(connection_id, "connection"))
+        found = await services.connections.schema(
+            parse_id(connection_id, "connection"), tenant=tenant
+        )
         return _schema_view(found)
 
     @post(
@@ -306,9 +337,11 @@ class ConnectionController(Controller):
     async def assign(
         self,
         services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
         request: Request[Any, Any, Any],
         connection_id: FromPath[str],
     ) -> ConnectionView:
         product = _product(request, required=True) or ""
         identifier = parse_id(connection_id, "connection")
-        return connection_view(await services.connections.assign(identifier, product))
+        assigned = await services.connections.assign(identifier, product, tenant=tenant)
+        return connection_view(assigned)

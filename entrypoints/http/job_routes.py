@@ -1,4 +1,4 @@
-"""Extraction job routes: thin — decode, call one use case, encode."""
+"""Extraction job routes: thin — decode, call one use case with the caller's tenant, encode."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from domain import gojson
 from domain.errors import InvalidRequest, MissingFields
 from domain.job import Job
 from domain.request import filters_json, thaw
+from domain.tenant import Tenant
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
 from entrypoints.http.guards import can_get_fetcher, can_post_fetcher, can_read_history
@@ -111,6 +112,7 @@ class JobController(Controller):
     async def create_job(
         self,
         services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
         data: JSONBody[FetcherRequest],
         request: Request[Any, Any, Any],
     ) -> Response[JobAccepted]:
@@ -124,6 +126,7 @@ class JobController(Controller):
             data.dataRequest.filters if data.dataRequest else None,
             data.metadata,
             request_id=request_id_of(request),
+            tenant=tenant,
         )
         job = result.job
         if result.created:
@@ -156,9 +159,12 @@ class JobController(Controller):
         responses=error_responses(400, 404),
     )
     async def read_job(
-        self, services: NamedDependency[ApiServices], job_id: FromPath[str]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        job_id: FromPath[str],
     ) -> JobView:
-        reading = await services.get_job.with_progress(parse_id(job_id, "job"))
+        reading = await services.get_job.with_progress(parse_id(job_id, "job"), tenant=tenant)
         return job_view(reading.job, reading.progress)
 
     @get(
@@ -168,8 +174,11 @@ class JobController(Controller):
         responses=error_responses(400, 404),
     )
     async def read_history(
-        self, services: NamedDependency[ApiServices], job_id: FromPath[str]
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        job_id: FromPath[str],
     ) -> JobHistory:
         parsed = parse_id(job_id, "job")
-        entries = await services.get_job_history(parsed)
+        entries = await services.get_job_history(parsed, tenant=tenant)
         return JobHistory(jobId=str(parsed), events=[history_entry(e) for e in entries])

@@ -15,10 +15,18 @@ from typing import Any
 
 from litestar import Litestar, Request, Response, get
 from litestar.di import NamedDependency, Provide
+from litestar.openapi.datastructures import ResponseSpec
+from litestar.params import FromPath
 
 from application.readiness import ReadinessReport
 from application.timefmt import rfc3339nano
-from entrypoints.http.schemas import CheckView, Health, ReadinessView, VersionView
+from entrypoints.http.schemas import (
+    CheckView,
+    Health,
+    ReadinessView,
+    TenantProbeError,
+    VersionView,
+)
 from entrypoints.roles import ApiServices, Probes
 
 HEALTHY = Health(status="healthy")
@@ -86,7 +94,29 @@ async def version(services: NamedDependency[ApiServices]) -> VersionView:
     return VersionView(version=services.version, requestDate=rfc3339nano(datetime.now(UTC)))
 
 
-PROBE_ROUTES = (health, readyz, metrics)
+@get(
+    "/readyz/tenant/{tenant_id:str}",
+    tags=["operations"],
+    summary="Readiness for one tenant (multi-tenant mode)",
+    responses={
+        400: ResponseSpec(TenantProbeError, description="Multi-tenant mode is disabled"),
+        404: ResponseSpec(TenantProbeError, description="This service serves no such tenant"),
+        503: ResponseSpec(ReadinessView, description="A dependency is down, or draining"),
+    },
+)
+async def readyz_tenant(probes: NamedDependency[Probes], tenant_id: FromPath[str]) -> Response[Any]:
+    """Reference §7.3: 400 in single-tenant mode, 404 for a tenant this service does not
+    serve, else the readiness of ``/readyz`` (the stores are shared by all tenants) with
+    ``tenant_id``."""
+    tenancy = probes.tenancy
+    if not tenancy.multi_tenant:
+        return Response({"error": "multi-tenant mode is disabled"}, status_code=400)
+    if not tenancy.serves(tenant_id):
+        return Response({"error": "tenant not found", "tenant_id": tenant_id}, status_code=404)
+    return readiness_response(await probes.readiness.report(), tenant_id)
+
+
+PROBE_ROUTES = (health, readyz, readyz_tenant, metrics)
 
 
 def self_probe(probes: Probes) -> Callable[[Litestar], AbstractAsyncContextManager[None]]:

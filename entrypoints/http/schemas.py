@@ -246,6 +246,13 @@ class ReadinessView(msgspec.Struct, omit_defaults=True):
     tenant_id: str | None = None
 
 
+class TenantProbeError(msgspec.Struct, omit_defaults=True):
+    """The reference's body of ``/readyz/tenant/{id}`` when it cannot report (§7.3)."""
+
+    error: str
+    tenant_id: str | None = None
+
+
 class VersionView(msgspec.Struct):
     version: str
     requestDate: str

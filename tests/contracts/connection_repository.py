@@ -18,6 +18,7 @@ import pytest
 from application.ports.connection_repository import ConnectionQuery, ConnectionRepository
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound
+from domain.tenant import Tenant
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 FET_1002_MESSAGE = (
@@ -30,6 +31,7 @@ SecretsAtRest = Callable[[UUID], Awaitable[dict[str, object]]]
 """What the storage itself still holds of a connection's secrets (deleted rows included):
 each of password, SSL CA, certificate and key, None once nothing of it is left."""
 SECRET_NAMES = ("password", "ssl_ca", "ssl_cert", "ssl_key")
+TENANT_A, TENANT_B = Tenant("tenant-a"), Tenant("tenant-b")
 
 
 def _connection(
@@ -264,3 +266,64 @@ class ConnectionRepositoryContract:
 
     async def test_check_passes_when_reachable(self, repo: Repository) -> None:
         await repo.check()
+
+    # Tenants: every read and write stays within one tenant.
+
+    async def test_each_tenant_reads_only_its_own_connections(self, repo: Repository) -> None:
+        single = _connection("billing")
+        in_a = replace(_connection("billing", created=T0 + timedelta(minutes=1)), tenant=TENANT_A)
+        in_b = replace(_connection("billing", created=T0 + timedelta(minutes=2)), tenant=TENANT_B)
+        other_b = replace(_connection("other", product=""), tenant=TENANT_B)
+        for connection in (single, in_a, in_b, other_b):
+            await repo.add(connection)
+
+        assert await repo.get(in_a.id, tenant=TENANT_A) == in_a
+        assert await repo.get(in_b.id, tenant=TENANT_B) == in_b
+        assert await repo.get(single.id) == single
+        assert await repo.get(in_b.id, tenant=TENANT_A) is None
+        assert await repo.get(in_b.id) is None
+        assert await repo.get(single.id, tenant=TENANT_A) is None
+        assert await repo.by_config_names(["billing", "other"], tenant=TENANT_A) == {
+            "billing": in_a
+        }
+        assert await repo.by_config_names(["billing", "other"], tenant=TENANT_B) == {
+            "billing": in_b,
+            "other": other_b,
+        }
+        assert await repo.by_config_names(["billing", "other"]) == {"billing": single}
+        listed = await repo.list(ConnectionQuery(limit=10), tenant=TENANT_B)
+        assert ([c.id for c in listed.items], listed.total) == ([in_b.id, other_b.id], 2)
+        unassigned = await repo.list(ConnectionQuery(limit=10, unassigned=True), tenant=TENANT_A)
+        assert (unassigned.items, unassigned.total) == ([], 0)
+        assert (await repo.list(ConnectionQuery(limit=10))).total == 1
+
+    async def test_writes_never_reach_another_tenants_connection(self, repo: Repository) -> None:
+        theirs = replace(_connection("billing", product=""), tenant=TENANT_B)
+        await repo.add(theirs)
+
+        assert await repo.assign_product(theirs.id, "thief", T0, tenant=TENANT_A) is None
+        assert await repo.assign_product(theirs.id, "thief", T0) is None
+        assert await repo.soft_delete(theirs.id, T0, tenant=TENANT_A) is False
+        with pytest.raises(EntityNotFound):
+            await repo.update(replace(theirs, tenant=TENANT_A, host="moved", version=2))
+        assert await repo.get(theirs.id, tenant=TENANT_B) == theirs
+
+        owned = await repo.assign_product(theirs.id, "payments", T0, tenant=TENANT_B)
+        assert owned is not None and owned.tenant == TENANT_B
+        changed = replace(owned, host="db2", version=owned.version + 1)
+        assert await repo.update(changed) == changed
+        assert await repo.soft_delete(theirs.id, T0, tenant=TENANT_B) is True
+
+    async def test_config_names_are_unique_within_a_tenant(self, repo: Repository) -> None:
+        one = replace(_connection("one"), tenant=TENANT_A)
+        two = replace(_connection("two"), tenant=TENANT_A)
+        elsewhere = replace(_connection("two"), tenant=TENANT_B)
+        for connection in (one, two, elsewhere):
+            await repo.add(connection)
+
+        with pytest.raises(Conflict):
+            await repo.add(replace(_connection("one"), tenant=TENANT_A))
+        with pytest.raises(Conflict):
+            await repo.update(replace(two, config_name="one", version=2))
+        renamed = replace(elsewhere, config_name="one", version=2)
+        assert await repo.update(renamed) == renamed

@@ -14,6 +14,7 @@ from application.ports.job_index import JobIndex
 from application.ports.job_progress import JobProgress
 from domain import job as jobs
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT, Tenant
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=10)
@@ -85,6 +86,23 @@ class JobIndexContract:
         assert by_id[old.originator_id].datasources == ("a1",)
         early = await index.stalled(now=T0 + timedelta(minutes=5), pending_before=T0)
         assert early == []
+
+    async def test_a_tenants_jobs_use_only_that_tenants_datasources(self, index: JobIndex) -> None:
+        a, b = Tenant("tenant-a"), Tenant("tenant-b")
+        log = Log()
+        in_a = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0, a)
+        single = jobs.request_job(uuid.uuid4(), _request(["beta"]), T0)
+        await index.project(log(in_a, single))
+        assert await index.is_connection_in_use("alpha", tenant=a)
+        assert not await index.is_connection_in_use("alpha", tenant=b)
+        assert not await index.is_connection_in_use("alpha")
+        assert await index.is_connection_in_use("beta")
+        assert not await index.is_connection_in_use("beta", tenant=a)
+        stalled = await index.stalled(now=T0, pending_before=T0 + timedelta(seconds=1))
+        assert {s.job_id: s.tenant for s in stalled} == {
+            in_a.originator_id: a,
+            single.originator_id: SINGLE_TENANT,
+        }
 
     async def test_progress_keeps_the_latest_report_of_a_running_job(self, index) -> None:
         job_id = uuid.uuid4()

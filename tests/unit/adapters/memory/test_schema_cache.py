@@ -1,12 +1,13 @@
-"""The in-memory schema cache."""
+"""The in-memory schema cache: entries expire, stay bounded, and are kept apart per tenant."""
 
 from __future__ import annotations
 
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from adapters.memory.schema_cache import InMemorySchemaCache
 from application.ports.schema_cache import SchemaKey
 from domain.schema import Schema
+from domain.tenant import Tenant
 
 
 class Ticks:
@@ -38,3 +39,20 @@ async def test_schema_cache_stays_bounded():
     for version in range(10):
         await cache.put(SchemaKey(uuid4(), version, ()), Schema(tables={}))
     assert len(cache) == 3
+
+
+A, B = Tenant("tenant-a"), Tenant("tenant-b")
+ID = UUID(int=7)
+
+
+async def test_entries_are_per_tenant_and_dropped_per_tenant():
+    cache = InMemorySchemaCache(60, now=lambda: 0.0)
+    schema = Schema(tables={})
+    await cache.put(SchemaKey(ID, 1, (), A), schema)
+    assert await cache.get(SchemaKey(ID, 1, (), A)) is schema
+    assert await cache.get(SchemaKey(ID, 1, (), B)) is None
+    assert await cache.get(SchemaKey(ID, 1, ())) is None
+    await cache.drop(ID, tenant=B)
+    assert await cache.get(SchemaKey(ID, 1, (), A)) is schema
+    await cache.drop(ID, tenant=A)
+    assert len(cache) == 0
