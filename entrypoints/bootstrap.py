@@ -35,6 +35,7 @@ from application.ports.datasource_reader import DatasourceReader
 from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
+from application.ports.job_leases import JobLeases
 from application.ports.job_progress import JobProgressStore
 from application.ports.messaging import (
     JobEventPublisher,
@@ -144,6 +145,13 @@ def internal_connection(datasource: InternalDatasource) -> Connection:
             datasource.password, datasource.ssl_ca, datasource.ssl_cert, datasource.ssl_key
         ),
     )
+
+
+def leases_of(index: JobIndex) -> JobLeases:
+    """The job index, which keeps the leases of running jobs beside its rows (ours all do)."""
+    if not all(callable(getattr(index, name, None)) for name in ("take", "renew", "hold")):
+        raise SettingsError("the job index keeps no job leases")
+    return index  # type: ignore[return-value]
 
 
 def progress_store_of(index: JobIndex) -> JobProgressStore | None:
@@ -256,6 +264,7 @@ async def bootstrap(
                 queue_is_volatile=isinstance(work_queue, InProcessWorkQueue),
                 tracer=tracer,
                 metrics=metrics,
+                leases=leases_of(index),
             )
 
         worker: Worker | None = None
@@ -277,6 +286,7 @@ async def bootstrap(
                 tracer=tracer,
                 progress=job_progress,
                 metrics=metrics,
+                leases=leases_of(index),
             )
             # In one process, a finished job wakes the emitter at once.
             handler = work_handler(run_job, after=relay.emitter.wake.set if relay else None)
