@@ -49,6 +49,7 @@ from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import Tracer
 from application.queries.get_job import GetJob, GetJobHistory
 from application.readiness import Check, Dependency, Readiness
+from application.running_jobs import RunningJobs
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
 from entrypoints.infrastructure import (
@@ -289,7 +290,11 @@ async def bootstrap(
                 leases=leases_of(index),
             )
             # In one process, a finished job wakes the emitter at once.
-            handler = work_handler(run_job, after=relay.emitter.wake.set if relay else None)
+            runs = RunningJobs(
+                work_handler(run_job, after=relay.emitter.wake.set if relay else None)
+            )
+            stack.push_async_callback(runs.stop)  # after the consumer's own drain
+            handler: WorkHandler = runs
             consumer: WorkConsumer
             if work_consumer is not None:
                 consumer = work_consumer(handler)
@@ -303,7 +308,7 @@ async def bootstrap(
                 consumer = await stack.enter_async_context(
                     open_rabbit_consumer(settings, internal_signer, handler)
                 )
-            worker = Worker(run_job=run_job, consumer=consumer)
+            worker = Worker(run_job=run_job, consumer=consumer, runs=runs)
 
         dependencies: list[Dependency] = [database_dependency(settings, store)]
         broker_checks: list[Check] = []

@@ -52,6 +52,7 @@ from application.queries.list_connections import ListConnections
 from application.queries.unassigned_connections import ListUnassignedConnections
 from application.queries.validate_schema import ValidateSchema
 from application.readiness import Readiness
+from application.running_jobs import RunningJobs
 from domain.connection import DatabaseType
 from domain.tenant import SINGLE_TENANCY, Tenancy
 from entrypoints.settings import Settings
@@ -132,10 +133,11 @@ class ApiServices:
 @dataclass(slots=True)
 class Worker:
     """The worker role: its consumer takes work orders off the queue and ``run_job`` runs
-    each one."""
+    each one, in a task of ``runs`` (so a closing channel never stops an extraction)."""
 
     run_job: RunJob
     consumer: WorkConsumer
+    runs: RunningJobs | None = None
 
 
 Loop = LogFollower | ProjectionFollower | PeriodicTask

@@ -180,6 +180,10 @@ class RunJob:
             log.warning("job.handed_back", extra={"reason": "database unavailable"})
             await keeper.release()
             return Settlement.REQUEUE
+        except asyncio.CancelledError:
+            log.warning("job.handed_back", extra={"reason": "worker stopping"})
+            await asyncio.shield(keeper.release())
+            raise
         except FetcherError as error:
             reason = failure_reason(error)
             return await self._record_failure(
