@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 
 
 class TcpProxy:
-    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        target_host: str,
+        target_port: int,
+        host: str = "127.0.0.1",
+        *,
+        rate: float | None = None,
+    ) -> None:
+        """``rate``: bytes per second the target's answers are slowed to (None: as fast as
+        they come)."""
         self._target = (target_host, target_port)
+        self._rate = rate
         self._host = host
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -55,7 +66,7 @@ class TcpProxy:
         self._writers |= {writer, up_writer}
         pipes = {
             asyncio.create_task(_pipe(reader, up_writer)),
-            asyncio.create_task(_pipe(up_reader, writer)),
+            asyncio.create_task(_pipe(up_reader, writer, self._rate)),
         }
         self._pipes |= pipes
         try:
@@ -69,11 +80,15 @@ class TcpProxy:
             self._pipes -= pipes
 
 
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def _pipe(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, rate: float | None = None
+) -> None:
     with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
-        while data := await source.read(65536):
+        while data := await source.read(4096 if rate else 65536):
             sink.write(data)
             await sink.drain()
+            if rate:
+                await asyncio.sleep(len(data) / rate)
 
 
 @contextlib.asynccontextmanager
@@ -84,3 +99,22 @@ async def proxied(target_host: str, target_port: int) -> AsyncIterator[TcpProxy]
         yield proxy
     finally:
         await proxy.close()
+
+
+@contextlib.contextmanager
+def proxy_thread(
+    target_host: str, target_port: int, *, rate: float | None = None
+) -> Iterator[TcpProxy]:
+    """A proxy on its own event loop in a thread, for tests that are not async."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    proxy = TcpProxy(target_host, target_port, rate=rate)
+    asyncio.run_coroutine_threadsafe(proxy.start(), loop).result(10)
+    try:
+        yield proxy
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
