@@ -16,9 +16,11 @@ SECRET_KEY = "fetcher-outage-secret"  # test-only credentials of a throwaway ser
 
 
 def nanio_binary() -> str:
-    """``FETCHER_TEST_NANIO``, else ``nanio`` on the path, else the one
-    ``deploy/services.sh`` installs (in the main checkout when this is a worktree)."""
-    found = os.environ.get("FETCHER_TEST_NANIO") or shutil.which("nanio")
+    """``FETCHER_TEST_NANIO`` (which ``deploy/services.sh env`` sets) when it exists, else
+    ``nanio`` on the path, else the one ``deploy/services.sh`` installs (in the main
+    checkout when this is a worktree)."""
+    given = os.environ.get("FETCHER_TEST_NANIO", "")
+    found = given if given and Path(given).exists() else shutil.which("nanio")
     if found:
         return found
     common = subprocess.run(
