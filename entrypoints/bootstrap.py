@@ -48,6 +48,7 @@ from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import Tracer
 from application.queries.get_job import GetJob, GetJobHistory
 from application.readiness import Check, Dependency, Readiness
+from application.recent_checks import RecentChecks
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
 from entrypoints.infrastructure import (
@@ -337,6 +338,7 @@ async def bootstrap(
                     schemas=schema_cache,
                     tracer=tracer,
                     metrics=metrics,
+                    recent_checks=RecentChecks(options.check_cache_seconds, clock),
                 ),
                 get_job=GetJob(store, progress=job_progress),
                 get_job_history=GetJobHistory(store),
