@@ -62,6 +62,9 @@ class SqlaConnectionRepository(ConnectionRepository):
     def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
         self._engine = engine
         self._owns_engine = owns_engine
+        # Single-statement reads need no transaction: on the same pool, without the BEGIN and
+        # ROLLBACK round trips around each.
+        self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def create_schema(self) -> None:
         async with self._guard():
@@ -91,7 +94,7 @@ class SqlaConnectionRepository(ConnectionRepository):
     async def get(
         self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
     ) -> Connection | None:
-        async with self._guard(), self._engine.connect() as conn:
+        async with self._guard(), self._reads.connect() as conn:
             row = (await conn.execute(_live(tenant).where(_c.id == connection_id))).first()
         return _from_row(row._mapping) if row else None
 
@@ -101,7 +104,7 @@ class SqlaConnectionRepository(ConnectionRepository):
         if not names:
             return {}
         stmt = _live(tenant).where(_c.config_name.in_(sorted(set(names))))
-        async with self._guard(), self._engine.connect() as conn:
+        async with self._guard(), self._reads.connect() as conn:
             rows = (await conn.execute(stmt)).all()
         found = (_from_row(r._mapping) for r in rows)
         return {c.config_name: c for c in found}
