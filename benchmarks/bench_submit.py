@@ -58,6 +58,7 @@ from load import (
 )
 
 ROWS = 10
+PROFILE = False
 
 TRIVIAL_APP = textwrap.dedent(
     """
@@ -122,6 +123,33 @@ async def sequential(base: str, body: Any, count: int) -> list[float]:
     return latencies
 
 
+def profile(pid: int, seconds: float, path: Path) -> subprocess.Popen[bytes] | None:
+    """With ``--profile``: py-spy samples the api during the closed loop (collapsed stacks)."""
+    if not PROFILE:
+        return None
+    spy = Path(sys.executable).parent / "py-spy"
+    out = path.with_suffix(".txt")
+    print(f"profiling the api into {out}", file=sys.stderr)
+    return subprocess.Popen(
+        [
+            str(spy),
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(int(seconds)),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+
+
 def trivial_round(clients: int, seconds: float) -> LoadResult:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", TRIVIAL_APP, str(port)])
@@ -172,9 +200,12 @@ def service_round(
         asyncio.run(register(service.api))
         body = job_body(table_name(ROWS), f"{run.id}-{number}")
         alone = asyncio.run(sequential(service.api, lambda n: body(10**9 + n), 60))[10:]
+        profiler = profile(service.procs["api"].pid, seconds, run.logs / f"api-{number}")
         result = asyncio.run(
             closed_loop(service.api, "/v1/fetcher", body, clients=clients, seconds=seconds)
         )
+        if profiler is not None:
+            profiler.wait(30)
         paced: LoadResult | None = None
         if result.rate > rate * 1.05:
             paced = asyncio.run(
@@ -203,7 +234,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rate", type=float, default=500.0, help="the paced run's jobs/s")
     parser.add_argument("--at", help="measure the service as committed at this revision")
+    parser.add_argument("--profile", action="store_true", help="py-spy the api (dev extra)")
     args = parser.parse_args()
+    global PROFILE
+    PROFILE = args.profile
 
     run = Run(args.at)
     asyncio.run(prepare(ROWS))
