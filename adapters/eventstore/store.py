@@ -364,6 +364,13 @@ class EventsourcingJobEventStore(JobEventStore):
         recorder, _ = self._ensure_open()
         _single_attempt(recorder.max_notification_id)()
 
+    def notification_channel(self) -> str | None:
+        """The PostgreSQL channel the recorder notifies in every transaction that inserts
+        events (see ``adapters.eventstore.listener``); None on other databases or before the
+        store is open."""
+        channel = getattr(self._recorder, "channel_name", None)
+        return channel if isinstance(channel, str) else None
+
     async def close(self) -> None:
         if self._closed:
             return
