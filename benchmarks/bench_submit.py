@@ -43,6 +43,7 @@ from bench_job import (
     Run,
     Service,
     _admin,
+    cpu_seconds,
     prepare,
     table_name,
 )
@@ -124,7 +125,8 @@ async def sequential(base: str, body: Any, count: int) -> list[float]:
 
 
 def profile(pid: int, seconds: float, path: Path) -> subprocess.Popen[bytes] | None:
-    """With ``--profile``: py-spy samples the api during the closed loop (collapsed stacks)."""
+    """With ``--profile``: py-spy samples the api during the closed loop (collapsed stacks of
+    the thread holding the GIL, written next to the run's logs)."""
     if not PROFILE:
         return None
     spy = Path(sys.executable).parent / "py-spy"
@@ -145,6 +147,7 @@ def profile(pid: int, seconds: float, path: Path) -> subprocess.Popen[bytes] | N
             "--output",
             str(out),
             "--nonblocking",
+            "--gil",  # only the thread holding the GIL: where the process's Python CPU goes
         ],
         stdout=subprocess.DEVNULL,
     )
@@ -200,10 +203,13 @@ def service_round(
         asyncio.run(register(service.api))
         body = job_body(table_name(ROWS), f"{run.id}-{number}")
         alone = asyncio.run(sequential(service.api, lambda n: body(10**9 + n), 60))[10:]
-        profiler = profile(service.procs["api"].pid, seconds, run.logs / f"api-{number}")
+        api_pid = service.procs["api"].pid
+        profiler = profile(api_pid, seconds, run.logs / f"api-{number}")
+        cpu_before = cpu_seconds(api_pid)
         result = asyncio.run(
             closed_loop(service.api, "/v1/fetcher", body, clients=clients, seconds=seconds)
         )
+        result.cpu_seconds = cpu_seconds(api_pid) - cpu_before
         if profiler is not None:
             profiler.wait(30)
         paced: LoadResult | None = None
@@ -274,6 +280,8 @@ def main() -> None:
         )
     ratio = median([s.rate / t.rate for t, s, _, _ in rounds])
     print(f"median service / trivial: {ratio:.2f}")
+    per_job = median([s.cpu_seconds / len(s.latencies) for _, s, _, _ in rounds])
+    print(f"api process CPU per job in the closed loop: {ms(per_job)} (median of rounds)")
     print(
         f"paced at {args.rate:.0f} jobs/s over {args.clients} connections (latency from due time):"
     )

@@ -69,6 +69,8 @@ class LoadResult:
     seconds: float
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
+    cpu_seconds: float = 0.0
+    """CPU time (user + system) the measured server process used meanwhile, when taken."""
 
     @property
     def rate(self) -> float:
