@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -149,12 +150,18 @@ def main() -> None:
     run = Run(args.at)
     asyncio.run(prepare(ROWS))
     loads = [load_average()]
+    ok = False
     try:
         floor = asyncio.run(_broker_round_trips(f"fetcher.bench.{run.id}.probe", args.jobs))
         timings = measure(run, args.jobs)
         loads.append(load_average())
+        ok = True
     finally:
         asyncio.run(run.cleanup())
+        if ok:
+            shutil.rmtree(run.logs, ignore_errors=True)
+        else:
+            print(f"logs kept in {run.logs}", file=sys.stderr)
 
     totals = [t["total"] for t in timings]
     print(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import socket
 import subprocess
 import sys
@@ -249,6 +250,7 @@ def main() -> None:
     asyncio.run(prepare(ROWS))
     loads = [load_average()]
     rounds: list[tuple[LoadResult, LoadResult, LoadResult | None, list[float]]] = []
+    ok = False
     try:
         for number in range(1, args.rounds + 1):
             trivial = trivial_round(args.clients, args.seconds)
@@ -259,8 +261,13 @@ def main() -> None:
             print(f"round {number}: service {service.rate:.0f} jobs/s", file=sys.stderr, flush=True)
             rounds.append((trivial, service, paced, alone))
             loads.append(load_average())
+        ok = True
     finally:
         asyncio.run(run.cleanup())
+        if ok and not PROFILE:
+            shutil.rmtree(run.logs, ignore_errors=True)
+        else:
+            print(f"logs kept in {run.logs}", file=sys.stderr)
 
     print(
         f"\nSubmission to one `fetcher api`: {args.clients} clients, {args.seconds:.0f} s per "
