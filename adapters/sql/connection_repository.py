@@ -12,6 +12,7 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     and_,
+    bindparam,
     false,
     func,
     insert,
@@ -103,9 +104,9 @@ class SqlaConnectionRepository(ConnectionRepository):
     ) -> dict[str, Connection]:
         if not names:
             return {}
-        stmt = _live(tenant).where(_c.config_name.in_(sorted(set(names))))
+        params = {"tenant": tenant.id, "names": sorted(set(names))}
         async with self._guard(), self._reads.connect() as conn:
-            rows = (await conn.execute(stmt)).all()
+            rows = (await conn.execute(_BY_CONFIG_NAMES, params)).all()
         found = (_from_row(r._mapping) for r in rows)
         return {c.config_name: c for c in found}
 
@@ -225,6 +226,15 @@ class SqlaConnectionRepository(ConnectionRepository):
             raise
         except (sa_exc.DisconnectionError, sa_exc.TimeoutError, OSError, TimeoutError) as e:
             raise Unavailable() from e
+
+
+# Built once: on the submission path, building and caching the statement per call costs more
+# than running it.
+_BY_CONFIG_NAMES = select(connections).where(
+    _c.tenant == bindparam("tenant"),
+    _c.deleted_at.is_(None),
+    _c.config_name.in_(bindparam("names", expanding=True)),
+)
 
 
 def _live(tenant: Tenant) -> Select[Any]:
