@@ -35,8 +35,8 @@ from adapters.sql.quiet_logs import hide_statement_values
 
 metadata = MetaData()
 
-POOL_SIZE = 16
-POOL_OVERFLOW = 16
+POOL_SIZE = 10
+POOL_OVERFLOW = 10
 POOL_RECYCLE_SECONDS = 1800
 
 
