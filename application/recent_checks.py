@@ -37,6 +37,8 @@ class RecentChecks:
         running = self._running.get(key)
         if running is None:
             running = asyncio.ensure_future(self._check(key, check))
+            # Its outcome counts as seen even when every caller stopped waiting for it.
+            running.add_done_callback(_retrieve)
             self._running[key] = running
         await asyncio.shield(running)
 
@@ -57,3 +59,8 @@ class RecentChecks:
             oldest = when - self._window
             self._passed = {k: t for k, t in self._passed.items() if t > oldest}
         self._passed[key] = when
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
