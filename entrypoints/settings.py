@@ -223,6 +223,10 @@ class EngineSettings:
     timeout_seconds: float
     parallelism: int
     pending_timeout_seconds: int
+    lease_seconds: int = 20
+    """How long a claim holds without its worker's heartbeat (renewed every quarter of it)."""
+    outage_seconds: int = 120
+    """How long a claim rides out the result storage or the database being down."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EngineSettings:
@@ -242,7 +246,16 @@ class EngineSettings:
             timeout_seconds=float(_int(env, "ENGINE_TIMEOUT_SECONDS", 300)),
             parallelism=4,
             pending_timeout_seconds=_int(env, "FETCHER_PENDING_TIMEOUT_SECONDS", 3600),
+            lease_seconds=_lease_seconds(env),
+            outage_seconds=_int(env, "FETCHER_DEPENDENCY_OUTAGE_SECONDS", 120),
         )
+
+
+def _lease_seconds(env: Mapping[str, str]) -> int:
+    seconds = _int(env, "FETCHER_LEASE_SECONDS", 20)
+    if seconds < 4:
+        raise SettingsError(f"FETCHER_LEASE_SECONDS must be at least 4, got {seconds}")
+    return seconds
 
 
 ASYMMETRIC_ALGORITHMS = (
