@@ -40,7 +40,9 @@ from eventsourcing.postgres import PostgresFactory
 from psycopg.sql import SQL, Identifier
 
 from adapters.common.postgres import PostgresAddress
+from adapters.eventstore.chaining import Chainer, stored_record
 from application.ports.job_event_store import JobEventStore, LoggedEvent
+from domain.audit_chain import Record
 from domain.dedup import RequestSlotTaken
 from domain.errors import ConcurrencyConflict, Unavailable
 from domain.job import JobEvent
@@ -135,6 +137,7 @@ class EventsourcingJobEventStore(JobEventStore):
         self._recorder: ProcessRecorder | None = None
         self._mapper: Mapper[UUID] | None = None
         self._closed = False
+        self._chain = Chainer()
         if self._env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
             self._sqlite_path: Path | None = Path(self._env["SQLITE_DBNAME"])
         else:
@@ -231,9 +234,14 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _append(self, events: list[DomainEvent]) -> int:
         recorder, mapper = self._ensure_open()
-        ids = recorder.insert_events([mapper.to_stored_event(e) for e in events])
+        stored, heads = self._chain.seal(
+            [mapper.to_stored_event(e) for e in events],
+            functools.partial(_stored_version, recorder),
+        )
+        ids = recorder.insert_events(stored)
         if not ids:
             raise RuntimeError("the recorder returned no notification ids")
+        self._chain.remember_heads(heads)
         return max(ids)
 
     async def job_events(self, job_id: UUID) -> list[JobEvent]:
@@ -245,7 +253,9 @@ class EventsourcingJobEventStore(JobEventStore):
     def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
         recorder, mapper = self._ensure_open()
         out: list[T] = []
-        for stored in recorder.select_events(originator_id):
+        records = recorder.select_events(originator_id)
+        self._chain.remember_read(records)
+        for stored in records:
             event = self._decode(mapper, stored)
             if not isinstance(event, kind):
                 raise TypeError(f"{originator_id} holds a {type(event).__name__}")
@@ -263,6 +273,19 @@ class EventsourcingJobEventStore(JobEventStore):
             start=after, limit=limit, inclusive_of_start=False
         )
         return [LoggedEvent(n.id, self._decode(mapper, n)) for n in notifications]
+
+    async def read_records(self, after: int, limit: int) -> list[Record]:
+        """The log's records after position ``after`` as stored (undecoded), for auditing."""
+        if limit <= 0:
+            return []
+        return await self._run(self._read_records, after, limit)
+
+    def _read_records(self, after: int, limit: int) -> list[Record]:
+        recorder, _ = self._ensure_open()
+        notifications = recorder.select_notifications(
+            start=after, limit=limit, inclusive_of_start=False
+        )
+        return [stored_record(n, n.id) for n in notifications]
 
     async def last_notification_id(self) -> int:
         return await self._run(self._last_notification_id)
@@ -323,6 +346,13 @@ def _create_schema(factory: InfrastructureFactory[Any], schema: str | None) -> N
     if schema and isinstance(factory, PostgresFactory):
         with factory.datastore.transaction(commit=True) as curs:
             curs.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
+
+
+def _stored_version(
+    recorder: ProcessRecorder, originator_id: UUID, version: int
+) -> StoredEvent | None:
+    found = recorder.select_events(originator_id, gt=version - 1, lte=version, limit=1)
+    return found[0] if found else None
 
 
 def _check_follower(follower: str) -> None:

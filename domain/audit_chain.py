@@ -1,0 +1,150 @@
+"""The audit chain's rules: canonical encoding, event digests, the log's running hash and the
+body a checkpoint signs.
+
+Stdlib only, so that an auditor can read (or re-implement) exactly what is checked.
+
+- A job event's **digest** is SHA-256 over ``EVENT_DOMAIN`` and the canonical JSON of
+  ``{"id", "version", "topic", "state"}``, where ``state`` is the event's stored state (its
+  timestamp, facts and ``prev_digest``) without the ``digest`` key. The first event of a job
+  links to ``GENESIS``; every later one to the digest of the version before it.
+- The log's **running hash** starts at ``ZERO_ROOT`` and folds every record of the log, in
+  position order, as ``root = SHA-256(root || header || stored state bytes)``.
+- A **checkpoint** pins the running hash and count at a position, and the head (version,
+  digest) of every job whose events fall after the previous checkpoint; it is signed over
+  ``CHECKPOINT_DOMAIN`` and its canonical JSON body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_DOMAIN = b"fetcher-audit-event-v1\n"
+CHECKPOINT_DOMAIN = b"fetcher-audit-checkpoint-v1\n"
+GENESIS = ""
+ZERO_ROOT = "0" * 64
+JOB_TOPIC_PREFIX = "domain.job:"
+"""Topics of the job's events (the chained ones); other records are covered by the log hash."""
+
+
+class ChainError(ValueError):
+    """A stored state that cannot be chained (not a JSON object, or already chained)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of the log as stored: position, originator, version, topic, state bytes."""
+
+    position: int
+    originator_id: str
+    version: int
+    topic: str
+    state: bytes
+
+    @property
+    def is_job_event(self) -> bool:
+        return self.topic.startswith(JOB_TOPIC_PREFIX)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Keys sorted, no spaces, UTF-8, no NaN: the same bytes for the same value anywhere."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def parse_state(state: bytes) -> dict[str, Any]:
+    value = json.loads(state)
+    if not isinstance(value, dict):
+        raise ChainError("a stored state is not a JSON object")
+    return value
+
+
+def event_digest(originator_id: str, version: int, topic: str, state: Mapping[str, Any]) -> str:
+    """The digest of an event whose stored state (decoded) is ``state``."""
+    body = {k: v for k, v in state.items() if k != "digest"}
+    doc = {"id": originator_id, "version": version, "topic": topic, "state": body}
+    return hashlib.sha256(EVENT_DOMAIN + canonical_json(doc)).hexdigest()
+
+
+def record_digest(record: Record, state: Mapping[str, Any] | None = None) -> str:
+    """The digest of a record's content, whether or not it carries one."""
+    if state is None:
+        state = parse_state(record.state)
+    return event_digest(record.originator_id, record.version, record.topic, state)
+
+
+def seal(
+    originator_id: str, version: int, topic: str, state: bytes, prev_digest: str
+) -> tuple[bytes, str]:
+    """``state`` (a stored JSON object) with ``prev_digest`` and its own ``digest`` added as
+    its last two keys (the rest of the bytes kept as the recorder encoded them), and the
+    digest."""
+    body = parse_state(state)
+    if "prev_digest" in body or "digest" in body:
+        raise ChainError("the event is already chained")
+    body["prev_digest"] = prev_digest
+    digest = event_digest(originator_id, version, topic, body)
+    tail = json.dumps({"prev_digest": prev_digest, "digest": digest}, separators=(",", ":"))
+    stripped = state.rstrip()
+    separator = b"," if body.keys() - {"prev_digest"} else b""
+    return stripped[:-1] + separator + tail[1:].encode("ascii"), digest
+
+
+def log_step(root: bytes, record: Record) -> bytes:
+    """The running hash (raw bytes) after folding ``record`` into ``root``."""
+    header = (
+        f"{record.position}\x1f{record.originator_id}\x1f{record.version}\x1f"
+        f"{record.topic}\x1f{len(record.state)}\n"
+    ).encode()
+    h = hashlib.sha256(root)
+    h.update(header)
+    h.update(record.state)
+    return h.digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A signed statement: the log up to ``position`` holds ``count`` records whose running
+    hash is ``root``, and these jobs (``heads``: id -> (version, digest)) stood so."""
+
+    position: int
+    count: int
+    root: str
+    recorded_at: str
+    key_id: str
+    heads: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    signature: str = ""
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "count": self.count,
+            "root": self.root,
+            "recorded_at": self.recorded_at,
+            "key_id": self.key_id,
+            "heads": {job: [v, d] for job, (v, d) in sorted(self.heads.items())},
+        }
+
+    def message(self) -> bytes:
+        """The bytes the signature is over."""
+        return CHECKPOINT_DOMAIN + canonical_json(self.body())
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.body(), "signature": self.signature}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Checkpoint:
+        heads = doc.get("heads") or {}
+        return cls(
+            position=int(doc["position"]),
+            count=int(doc["count"]),
+            root=str(doc["root"]),
+            recorded_at=str(doc["recorded_at"]),
+            key_id=str(doc["key_id"]),
+            heads={str(k): (int(v[0]), str(v[1])) for k, v in heads.items()},
+            signature=str(doc.get("signature") or ""),
+        )
