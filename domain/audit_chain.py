@@ -10,8 +10,8 @@ Stdlib only, so that an auditor can read (or re-implement) exactly what is check
 - The log's **running hash** starts at ``ZERO_ROOT`` and folds every record of the log, in
   position order, as ``root = SHA-256(root || header || stored state bytes)``.
 - A **checkpoint** pins the running hash and count at a position, and the head (version,
-  digest) of every job whose events fall after the previous checkpoint; it is signed over
-  ``CHECKPOINT_DOMAIN`` and its canonical JSON body.
+  digest) of every job whose events fall after the previous checkpoint (by the SHA-256 of
+  their canonical JSON); it is signed over ``CHECKPOINT_DOMAIN`` and its canonical JSON body.
 """
 
 from __future__ import annotations
@@ -106,18 +106,37 @@ def log_step(root: bytes, record: Record) -> bytes:
     return h.digest()
 
 
+def heads_digest(heads: Mapping[str, tuple[int, str]]) -> str:
+    doc = {job: [version, digest] for job, (version, digest) in heads.items()}
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """A signed statement: the log up to ``position`` holds ``count`` records whose running
-    hash is ``root``, and these jobs (``heads``: id -> (version, digest)) stood so."""
+    hash is ``root``, and these jobs (``heads``: id -> (version, digest)) stood so.
+
+    The signature is over ``heads_sha256`` (not the heads themselves), so a checkpoint can be
+    shown and verified without the job ids of its heads (to a tenant, for instance).
+    """
 
     position: int
     count: int
     root: str
     recorded_at: str
     key_id: str
-    heads: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    heads: Mapping[str, tuple[int, str]] | None = field(default_factory=dict)
+    """None when not shown; then ``heads_sha256`` is as given."""
     signature: str = ""
+    heads_sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if self.heads is not None and not self.heads_sha256:
+            object.__setattr__(self, "heads_sha256", heads_digest(self.heads))
+
+    @property
+    def heads_match(self) -> bool:
+        return self.heads is None or heads_digest(self.heads) == self.heads_sha256
 
     def body(self) -> dict[str, Any]:
         return {
@@ -126,25 +145,37 @@ class Checkpoint:
             "root": self.root,
             "recorded_at": self.recorded_at,
             "key_id": self.key_id,
-            "heads": {job: [v, d] for job, (v, d) in sorted(self.heads.items())},
+            "heads_sha256": self.heads_sha256,
         }
 
     def message(self) -> bytes:
         """The bytes the signature is over."""
         return CHECKPOINT_DOMAIN + canonical_json(self.body())
 
-    def to_json(self) -> dict[str, Any]:
-        return {**self.body(), "signature": self.signature}
+    def heads_json(self) -> dict[str, list[Any]] | None:
+        if self.heads is None:
+            return None
+        return {job: [v, d] for job, (v, d) in sorted(self.heads.items())}
+
+    def to_json(self, *, with_heads: bool = True) -> dict[str, Any]:
+        doc = {**self.body(), "signature": self.signature}
+        if with_heads and self.heads is not None:
+            doc["heads"] = self.heads_json()
+        return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Checkpoint:
-        heads = doc.get("heads") or {}
+        raw = doc.get("heads")
+        heads = (
+            None if raw is None else {str(k): (int(v[0]), str(v[1])) for k, v in dict(raw).items()}
+        )
         return cls(
             position=int(doc["position"]),
             count=int(doc["count"]),
             root=str(doc["root"]),
             recorded_at=str(doc["recorded_at"]),
             key_id=str(doc["key_id"]),
-            heads={str(k): (int(v[0]), str(v[1])) for k, v in heads.items()},
+            heads=heads,
             signature=str(doc.get("signature") or ""),
+            heads_sha256=str(doc.get("heads_sha256") or ""),
         )

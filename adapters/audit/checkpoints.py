@@ -34,14 +34,13 @@ _UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
 
 
 def _row(checkpoint: Checkpoint) -> dict[str, object]:
-    body = checkpoint.body()
     return {
         "position": checkpoint.position,
         "record_count": checkpoint.count,
         "root": checkpoint.root,
         "recorded_at": checkpoint.recorded_at,
         "key_id": checkpoint.key_id,
-        "heads": json.dumps(body["heads"], separators=(",", ":")),
+        "heads": json.dumps(checkpoint.heads_json() or {}, separators=(",", ":")),
         "signature": checkpoint.signature,
     }
 

@@ -300,7 +300,14 @@ class ChainVerifier:
         self._report.checkpoints += 1
         signed = self._check_signature(checkpoint)
         before = len(self._report.breaks)
-        for job, (version, digest) in sorted(checkpoint.heads.items()):
+        heads = checkpoint.heads or {}
+        if not checkpoint.heads_match:
+            self._break(
+                BreakKind.CHANGED,
+                "its list of job heads is not the one that was signed",
+                position=checkpoint.position,
+            )
+        for job, (version, digest) in sorted(heads.items()):
             head = self._heads.get(job)
             if head is None:
                 self._break(
