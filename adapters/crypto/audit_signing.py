@@ -34,8 +34,12 @@ def public_bytes(public: Ed25519PublicKey) -> bytes:
     return public.public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
+def fingerprint(public: Ed25519PublicKey) -> str:
+    return hashlib.sha256(public_bytes(public)).hexdigest()[:16]
+
+
 def key_id_of(version: str, public: Ed25519PublicKey) -> str:
-    return f"{version}.{hashlib.sha256(public_bytes(public)).hexdigest()[:16]}"
+    return f"{version}.{fingerprint(public)}"
 
 
 def encode_public(public: Ed25519PublicKey) -> str:
@@ -95,7 +99,7 @@ class Ed25519CheckpointKeys(CheckpointKeys):
     @classmethod
     def of_public(cls, publics: Iterable[Ed25519PublicKey]) -> Ed25519CheckpointKeys:
         """Keys given only as public keys (offline): matched by fingerprint, any version."""
-        return cls((key_id_of("*", p).split(".", 1)[1], p) for p in publics)
+        return cls((fingerprint(p), p) for p in publics)
 
     def check(self, key_id: str, message: bytes, signature: str) -> SignatureCheck:
         public = self._keys.get(key_id) or self._keys.get(key_id.rpartition(".")[2])

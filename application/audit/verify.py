@@ -349,6 +349,8 @@ class ChainVerifier:
         while self._pending:
             self._check(self._pending.pop())
         self._report.uncovered = self._since_checkpoint
+        if self._report.records and not self._report.checkpoints:
+            self._break(BreakKind.UNSIGNED, "no checkpoint covers any of the records")
         return self._report
 
 
