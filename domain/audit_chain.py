@@ -3,10 +3,13 @@ body a checkpoint signs.
 
 Stdlib only, so that an auditor can read (or re-implement) exactly what is checked.
 
-- A job event's **digest** is SHA-256 over ``EVENT_DOMAIN`` and the canonical JSON of
-  ``{"id", "version", "topic", "state"}``, where ``state`` is the event's stored state (its
-  timestamp, facts and ``prev_digest``) without the ``digest`` key. The first event of a job
-  links to ``GENESIS``; every later one to the digest of the version before it.
+- A job event's **digest** is SHA-256 over ``EVENT_DOMAIN``, ``"<job id>\n<version>\n<topic>\n"``
+  and its stored state — the JSON object the event store's transcoder wrote, which holds the
+  timestamp, the facts and ``prev_digest`` — without the ``,"digest":"…"`` key that ends it.
+  The stored bytes are the canonical encoding: they are never re-encoded, and hashing them
+  needs no JSON parser. The first event of a job links to ``GENESIS``; every later one to the
+  digest of the version before it (for an event recorded before chaining, the digest of its
+  stored state, computed the same way).
 - The log's **running hash** starts at ``ZERO_ROOT`` and folds every record of the log, in
   position order, as ``root = SHA-256(root || header || stored state bytes)``.
 - A **checkpoint** pins the running hash and count at a position, and the head (version,
@@ -63,18 +66,51 @@ def parse_state(state: bytes) -> dict[str, Any]:
     return value
 
 
-def event_digest(originator_id: str, version: int, topic: str, state: Mapping[str, Any]) -> str:
-    """The digest of an event whose stored state (decoded) is ``state``."""
-    body = {k: v for k, v in state.items() if k != "digest"}
-    doc = {"id": originator_id, "version": version, "topic": topic, "state": body}
-    return hashlib.sha256(EVENT_DOMAIN + canonical_json(doc)).hexdigest()
+_DIGEST_KEY = b',"digest":"'
+_PREV_KEY = b'"prev_digest":"'
+_DIGEST_TAIL = len(_DIGEST_KEY) + 64 + 2
+_HEX = frozenset(b"0123456789abcdef")
 
 
-def record_digest(record: Record, state: Mapping[str, Any] | None = None) -> str:
+def _is_hex64(value: bytes) -> bool:
+    return len(value) == 64 and not value.translate(None, bytes(_HEX))
+
+
+def split_sealed(state: bytes) -> tuple[bytes, str | None]:
+    """The stored state without its trailing ``digest`` key, and the digest it carries; for a
+    state recorded before chaining, the state itself and None."""
+    if (
+        len(state) > _DIGEST_TAIL
+        and state.endswith(b'"}')
+        and state[-_DIGEST_TAIL : -_DIGEST_TAIL + len(_DIGEST_KEY)] == _DIGEST_KEY
+        and _is_hex64(state[-66:-2])
+    ):
+        return state[:-_DIGEST_TAIL] + b"}", state[-66:-2].decode("ascii")
+    return state, None
+
+
+def prev_digest_of(body: bytes) -> str | None:
+    """The ``prev_digest`` a sealed state (without its digest) ends with, or None."""
+    if body.endswith(_PREV_KEY + b'"}'):
+        return GENESIS
+    if body[-81:-66] == _PREV_KEY and body.endswith(b'"}') and _is_hex64(body[-66:-2]):
+        return body[-66:-2].decode("ascii")
+    return None
+
+
+def content_digest(originator_id: str, version: int, topic: str, body: bytes) -> str:
+    """SHA-256 over ``EVENT_DOMAIN``, the job id, version and topic, and the stored state
+    without its ``digest`` key (``body``: timestamp, facts and ``prev_digest``)."""
+    h = hashlib.sha256(EVENT_DOMAIN)
+    h.update(f"{originator_id}\n{version}\n{topic}\n".encode())
+    h.update(body)
+    return h.hexdigest()
+
+
+def record_digest(record: Record) -> str:
     """The digest of a record's content, whether or not it carries one."""
-    if state is None:
-        state = parse_state(record.state)
-    return event_digest(record.originator_id, record.version, record.topic, state)
+    body, _ = split_sealed(record.state)
+    return content_digest(record.originator_id, record.version, record.topic, body)
 
 
 def seal(
@@ -83,15 +119,15 @@ def seal(
     """``state`` (a stored JSON object) with ``prev_digest`` and its own ``digest`` added as
     its last two keys (the rest of the bytes kept as the recorder encoded them), and the
     digest."""
-    body = parse_state(state)
-    if "prev_digest" in body or "digest" in body:
-        raise ChainError("the event is already chained")
-    body["prev_digest"] = prev_digest
-    digest = event_digest(originator_id, version, topic, body)
-    tail = json.dumps({"prev_digest": prev_digest, "digest": digest}, separators=(",", ":"))
     stripped = state.rstrip()
-    separator = b"," if body.keys() - {"prev_digest"} else b""
-    return stripped[:-1] + separator + tail[1:].encode("ascii"), digest
+    if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+        raise ChainError("a stored state is not a JSON object")
+    if _PREV_KEY[:-1] in stripped:
+        raise ChainError("the event is already chained")
+    separator = b"," if stripped[1:-1].strip() else b""
+    body = stripped[:-1] + separator + _PREV_KEY + prev_digest.encode("ascii") + b'"}'
+    digest = content_digest(originator_id, version, topic, body)
+    return body[:-1] + _DIGEST_KEY + digest.encode("ascii") + b'"}', digest
 
 
 def log_step(root: bytes, record: Record) -> bytes:

@@ -15,9 +15,9 @@ from domain.audit_chain import (
     GENESIS,
     JOB_TOPIC_PREFIX,
     Record,
-    parse_state,
     record_digest,
     seal,
+    split_sealed,
 )
 
 PreviousReader = Callable[[UUID, int], StoredEvent | None]
@@ -36,11 +36,8 @@ def stored_record(stored: StoredEvent, position: int = 0) -> Record:
 
 def digest_of(stored: StoredEvent) -> str:
     """The digest an event carries, or for one recorded before chaining, of its content."""
-    state = parse_state(bytes(stored.state))
-    carried = state.get("digest")
-    if isinstance(carried, str) and carried:
-        return carried
-    return record_digest(stored_record(stored), state)
+    _, carried = split_sealed(bytes(stored.state))
+    return carried if carried is not None else record_digest(stored_record(stored))
 
 
 class Chainer:

@@ -9,7 +9,7 @@ from datetime import datetime
 from application.ports.audit import AuditLog, CheckpointSigner, CheckpointStore
 from application.ports.clock import Clock
 from application.timefmt import rfc3339nano
-from domain.audit_chain import ZERO_ROOT, Checkpoint, Record, log_step, parse_state, record_digest
+from domain.audit_chain import ZERO_ROOT, Checkpoint, Record, log_step, record_digest
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,4 @@ class RecordCheckpoints:
 
 
 def _digest(record: Record) -> str:
-    try:
-        return record_digest(record, parse_state(record.state))
-    except ValueError:
-        return ""
+    return record_digest(record)

@@ -14,12 +14,12 @@ from application.ports.audit import CheckpointKeys, SignatureCheck
 from domain.audit_chain import (
     GENESIS,
     ZERO_ROOT,
-    ChainError,
     Checkpoint,
     Record,
-    event_digest,
+    content_digest,
     log_step,
-    parse_state,
+    prev_digest_of,
+    split_sealed,
 )
 
 MAX_BREAKS = 1000
@@ -185,23 +185,12 @@ class ChainVerifier:
         report = self._report
         report.job_events += 1
         job, version, position = record.originator_id, record.version, record.position
-        try:
-            state = parse_state(record.state)
-            computed = event_digest(job, version, record.topic, state)
-        except (ChainError, ValueError):
-            self._break(
-                BreakKind.CHANGED,
-                "its stored state is not a JSON object",
-                job=job,
-                version=version,
-                position=position,
-            )
-            return
+        body, carried = split_sealed(record.state)
+        computed = content_digest(job, version, record.topic, body)
         head = self._heads.get(job)
         if head is None:
             report.jobs += 1
-        carried = state.get("digest")
-        if not carried:
+        if carried is None:
             if report.chained_from is not None:
                 self._break(
                     BreakKind.UNSIGNED,
@@ -217,9 +206,7 @@ class ChainVerifier:
             if report.chained_from is None:
                 report.chained_from = position
             if carried != computed:
-                moved = _version_of(
-                    record, state, str(carried), max(version, head[0] if head else 0)
-                )
+                moved = _version_of(record, body, carried, max(version, head[0] if head else 0))
                 if moved is not None:
                     self._break(
                         BreakKind.REORDERED,
@@ -237,7 +224,7 @@ class ChainVerifier:
                         position=position,
                     )
             elif head is not None and version == head[0] + 1:
-                if state.get("prev_digest") != head[1]:
+                if prev_digest_of(body) != head[1]:
                     self._break(
                         BreakKind.CHANGED,
                         f"version {version} was recorded after another version {head[0]}",
@@ -245,7 +232,7 @@ class ChainVerifier:
                         version=head[0],
                         position=position,
                     )
-            elif head is None and version == 1 and state.get("prev_digest") != GENESIS:
+            elif head is None and version == 1 and prev_digest_of(body) != GENESIS:
                 self._break(
                     BreakKind.CHANGED,
                     "the job's first event links to a predecessor",
@@ -354,11 +341,11 @@ class ChainVerifier:
         return self._report
 
 
-def _version_of(record: Record, state: dict[str, object], carried: str, upto: int) -> int | None:
+def _version_of(record: Record, body: bytes, carried: str, upto: int) -> int | None:
     """The version whose digest ``carried`` is, for this content, if another one."""
     for version in range(1, upto + 3):
         if version != record.version and (
-            event_digest(record.originator_id, version, record.topic, state) == carried
+            content_digest(record.originator_id, version, record.topic, body) == carried
         ):
             return version
     return None
