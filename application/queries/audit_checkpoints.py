@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from application.ports.audit import CheckpointStore
 from domain.audit_chain import Checkpoint
 
-MAX_LIMIT = 1000
+MAX_LIMIT = 100
 
 
 @dataclass(slots=True)
@@ -19,7 +19,7 @@ class ListCheckpoints:
     checkpoints: CheckpointStore
 
     async def __call__(
-        self, *, after: int = 0, limit: int = 100, with_heads: bool = True
+        self, *, after: int = 0, limit: int = 20, with_heads: bool = True
     ) -> list[Checkpoint]:
         found = await self.checkpoints.page(max(0, after), max(1, min(limit, MAX_LIMIT)))
         if with_heads:

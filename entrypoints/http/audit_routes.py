@@ -51,7 +51,8 @@ class AuditController(Controller):
         description="Each checkpoint signs (Ed25519) the log's position, record count and "
         "running hash, and the SHA-256 of the heads of the jobs recorded since the previous "
         "one. `fetcher keys audit-public` prints the public key; `fetcher audit verify` "
-        "checks them. In multi-tenant mode the heads (other tenants' job ids) are left out.",
+        "checks them. In multi-tenant mode the heads (other tenants' job ids) are left out. "
+        "`limit`: 20 by default, at most 100.",
         responses=error_responses(400),
     )
     async def list_checkpoints(
@@ -66,7 +67,7 @@ class AuditController(Controller):
             return AuditCheckpoints(checkpoints=[])
         found = await services.list_checkpoints(
             after=_count(after, "after", 0, 0),
-            limit=_count(limit, "limit", 100, 1),
+            limit=_count(limit, "limit", 20, 1),
             with_heads=not services.tenancy.multi_tenant,
         )
         return AuditCheckpoints(checkpoints=[checkpoint_view(c) for c in found])

@@ -11,9 +11,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
@@ -23,8 +24,10 @@ from adapters.common.postgres import PostgresAddress
 from adapters.crypto.audit_signing import AuditKeys, encode_public
 from adapters.crypto.keys import KeyRing
 from adapters.eventstore.store import EventsourcingJobEventStore
+from domain import job as jobs
+from domain.audit_chain import parse_state
 from tests.integration.conftest import fresh_pg_database
-from tests.support.audit_trail import audited_history, record_jobs
+from tests.support.audit_trail import audit_request, audited_history, record_jobs
 from tests.support.twins import MASTER_KEY, FakeClock
 
 FETCHER = str(Path(sys.executable).parent / "fetcher")
@@ -238,3 +241,26 @@ async def test_an_exported_bundle_verifies_offline_and_its_tampering_shows(
     result = _verify(backend, *offline)
     assert result.returncode == 1
     assert f"changed: job {ids[4]}, version 3" in result.stdout
+
+
+async def test_a_process_that_did_not_read_the_job_links_to_its_stored_head(
+    backend: Backend,
+) -> None:
+    """A store instance may append a job's next event without having read the job: the
+    previous event's digest is then read from the database."""
+    clock = FakeClock()
+    requested = jobs.request_job(uuid4(), audit_request(), clock.now())
+    first = EventsourcingJobEventStore.for_database(backend.database)
+    try:
+        await first.append([requested])
+    finally:
+        await first.close()
+    second = EventsourcingJobEventStore.for_database(backend.database)
+    try:
+        job = jobs.apply(requested, None)
+        await second.append([jobs.claim(job, "w1", clock.now(), timedelta(minutes=1))])
+    finally:
+        await second.close()
+    _, one = backend.row(requested.originator_id, 1)
+    _, two = backend.row(requested.originator_id, 2)
+    assert parse_state(two)["prev_digest"] == parse_state(one)["digest"] != ""
