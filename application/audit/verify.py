@@ -70,7 +70,11 @@ class VerifyReport:
     unchained: int = 0
     """Job events recorded before chaining began (they carry no digest)."""
     chained_from: int | None = None
-    """The position of the first chained event; every job event from there on is chained."""
+    """The position of the first chained event."""
+    unchained_later: int = 0
+    """Job events without digest after ``chained_from`` (written by an older process during a
+    rolling upgrade); not a break: the checkpoints cover their content."""
+    first_unchained_later: int | None = None
     checkpoints: int = 0
     covered_to: int = 0
     """The position of the last checkpoint that matched."""
@@ -94,6 +98,11 @@ class VerifyReport:
                 else "(no chained event yet)"
             )
             lines.append(f"unchained {where}: {self.unchained} job events")
+        if self.unchained_later:
+            lines.append(
+                f"unchained after chaining began: {self.unchained_later} job events, the first "
+                f"at position {self.first_unchained_later} (written by an older version)"
+            )
         if self.breaks:
             lines.append(f"FAIL: first break: {self.breaks[0].describe()}")
             if len(self.breaks) > 1:
@@ -110,6 +119,7 @@ class VerifyReport:
             "jobs": self.jobs,
             "unchained": self.unchained,
             "chainedFrom": self.chained_from,
+            "unchainedLater": self.unchained_later,
             "checkpoints": self.checkpoints,
             "coveredTo": self.covered_to,
             "uncovered": self.uncovered,
@@ -191,17 +201,15 @@ class ChainVerifier:
         if head is None:
             report.jobs += 1
         if carried is None:
-            if report.chained_from is not None:
-                self._break(
-                    BreakKind.UNSIGNED,
-                    f"it carries no digest, though events are chained from position "
-                    f"{report.chained_from}",
-                    job=job,
-                    version=version,
-                    position=position,
-                )
-            else:
+            # Recorded by a process of the version before chaining (before the upgrade, or
+            # during a rolling one). Its content is still covered by the checkpoints, and the
+            # next chained event links to its computed digest.
+            if report.chained_from is None:
                 report.unchained += 1
+            else:
+                report.unchained_later += 1
+                if report.first_unchained_later is None:
+                    report.first_unchained_later = position
         else:
             if report.chained_from is None:
                 report.chained_from = position

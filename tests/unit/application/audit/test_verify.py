@@ -184,3 +184,35 @@ async def test_checkpoints_survive_key_rotation(trail: Trail) -> None:
     message = b"m"
     signature = first.signer.sign(message)
     assert rotated.keys.check(first.signer.key_id, message, signature).value == "valid"
+
+
+class _Log:
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+
+    async def read_records(self, after: int, limit: int) -> list[Record]:
+        return [r for r in self.records if r.position > after][:limit]
+
+    async def last_notification_id(self) -> int:
+        return self.records[-1].position
+
+
+async def test_an_unchained_event_after_chaining_began_is_reported_not_a_break(
+    trail: Trail,
+) -> None:
+    """A process of the version before chaining, still running during a rolling upgrade."""
+    i = _where(trail, 4, 3)
+    record = trail.records[i]
+    state = parse_state(record.state)
+    del state["prev_digest"], state["digest"]
+    trail.records[i] = dataclasses.replace(record, state=json.dumps(state).encode())
+    checkpoints = InMemoryCheckpointStore()
+    clock = FakeClock()
+    recorder = RecordCheckpoints(_Log(trail.records), checkpoints, KEYS.signer, clock)
+    await recorder()
+    clock.advance(minutes=2)
+    await recorder()
+    report = _verify(trail.records, await checkpoints.page(0, 10))
+    assert report.ok, report.summary()
+    assert report.unchained_later == 1 and report.first_unchained_later == record.position
+    assert f"the first at position {record.position}" in report.summary()
