@@ -40,7 +40,8 @@ from eventsourcing.postgres import PostgresFactory
 from psycopg.sql import SQL, Identifier
 
 from adapters.common.postgres import PostgresAddress
-from adapters.eventstore.chaining import Chainer, stored_record
+from adapters.eventstore import raw_log
+from adapters.eventstore.chaining import Chainer
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from domain.audit_chain import Record
 from domain.dedup import RequestSlotTaken
@@ -282,10 +283,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _read_records(self, after: int, limit: int) -> list[Record]:
         recorder, _ = self._ensure_open()
-        notifications = recorder.select_notifications(
-            start=after, limit=limit, inclusive_of_start=False
-        )
-        return [stored_record(n, n.id) for n in notifications]
+        return raw_log.read_records(recorder, after, limit)
 
     async def last_notification_id(self) -> int:
         return await self._run(self._last_notification_id)

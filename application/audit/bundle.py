@@ -8,6 +8,7 @@ timestamp and digests, which are taken from the state again when verifying.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -52,17 +53,25 @@ async def all_checkpoints(store: CheckpointStore) -> list[Checkpoint]:
 
 
 async def records_between(log: AuditLog, after: int, upto: int | None) -> AsyncIterator[Record]:
-    """Records with positions in (after, upto] (to the end of the log without ``upto``)."""
-    position = after
-    while True:
-        page = await log.read_records(position, PAGE)
-        for record in page:
-            if upto is not None and record.position > upto:
-                return
-            yield record
-        if len(page) < PAGE:
-            return
-        position = page[-1].position
+    """Records with positions in (after, upto] (to the end of the log without ``upto``). The
+    next page is read while the caller works through the current one."""
+    pending: asyncio.Future[list[Record]] | None = asyncio.ensure_future(
+        log.read_records(after, PAGE)
+    )
+    try:
+        while pending is not None:
+            page = await pending
+            if len(page) == PAGE and (upto is None or page[-1].position < upto):
+                pending = asyncio.ensure_future(log.read_records(page[-1].position, PAGE))
+            else:
+                pending = None
+            for record in page:
+                if upto is not None and record.position > upto:
+                    return
+                yield record
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
 
 
 @dataclass(slots=True)
