@@ -7,12 +7,14 @@ event-store database:
   plain      the submission path's store work, as ``RequestJob`` does it (read the request
              slot, then append JobRequested + RequestSlotTaken in one transaction) from
              ``--concurrency`` tasks, with chaining switched off and no checkpoint recorder
+  chained    the same with chaining on (no checkpoint recorder)
   audited    the same with chaining on and the checkpoint recorder running in the same process
              (every 1000 records, polling every second, as the relay does; in production it runs
              in the relay process, so this is the worse case)
 
-Prints submissions per second for each and the median of the per-round ratios
-(audited / plain).
+Prints submissions per second and CPU time per submission for each, and the medians of the
+per-round ratios against plain. On a shared machine the throughput swings with the other
+load; CPU per submission is the steadier figure.
 
 ``verify``: writes ``--events`` chained job events (3 per job) through the real store in
 batches, records the checkpoints (every 1000 records), then times ``verify_store`` over the
@@ -88,7 +90,7 @@ def _keys():  # type: ignore[no-untyped-def]
 # --- throughput ---------------------------------------------------------------------------------
 
 
-async def _submit_all(mode: str, jobs: int, concurrency: int) -> float:
+async def _submit_all(mode: str, jobs: int, concurrency: int) -> tuple[float, float]:
     from adapters.eventstore import chaining
     from application.audit.checkpointer import RecordCheckpoints
     from application.policies.follower import PeriodicTask
@@ -105,7 +107,7 @@ async def _submit_all(mode: str, jobs: int, concurrency: int) -> float:
     try:
         await store.open()
         await checkpoints.create_schema()
-        if mode == "audited":
+        if mode == "audited":  # "chained": chaining on, no checkpoint recorder
             recorder = RecordCheckpoints(store, checkpoints, _keys().signer, _Clock())
             loop_task = asyncio.create_task(
                 PeriodicTask(name="audit", poll_interval=1.0, action=recorder).run(stop)
@@ -131,15 +133,15 @@ async def _submit_all(mode: str, jobs: int, concurrency: int) -> float:
         # Warm-up: connections and code paths.
         warm = ExtractionRequest.create({"pg": {"w": ["id"]}}, None, {"source": "warm"})
         await store.append([request_job(uuid.uuid4(), warm, clock.now())])
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(submitter() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         if loop_task is not None:
             # The recorder keeps up: everything submitted gets covered within a poll or two.
             await asyncio.sleep(2.5)
             latest = await checkpoints.latest()
             assert latest is not None and latest.position > 0
-        return jobs / elapsed
+        return jobs / elapsed, cpu / jobs
     finally:
         stop.set()
         if loop_task is not None:
@@ -150,16 +152,21 @@ async def _submit_all(mode: str, jobs: int, concurrency: int) -> float:
 
 
 def _child(args: argparse.Namespace) -> None:
-    rate = asyncio.run(_submit_all(args.mode, args.jobs, args.concurrency))
-    print(json.dumps({"rate": rate}))
+    rate, cpu = asyncio.run(_submit_all(args.mode, args.jobs, args.concurrency))
+    print(json.dumps({"rate": rate, "cpu": cpu}))
+
+
+MODES = ("plain", "chained", "audited")
 
 
 def _throughput(args: argparse.Namespace) -> None:
-    ratios = []
-    rates: dict[str, list[float]] = {"plain": [], "audited": []}
+    rates: dict[str, list[float]] = {m: [] for m in MODES}
+    cpus: dict[str, list[float]] = {m: [] for m in MODES}
+    ratios: dict[str, list[float]] = {m: [] for m in MODES[1:]}
+    cpu_ratios: dict[str, list[float]] = {m: [] for m in MODES[1:]}
     for r in range(args.rounds):
-        order = ("plain", "audited") if r % 2 == 0 else ("audited", "plain")
-        got = {}
+        order = MODES if r % 2 == 0 else tuple(reversed(MODES))
+        got, cpu = {}, {}
         for mode in order:
             out = subprocess.run(
                 [sys.executable, __file__, "_child", mode, str(args.jobs), str(args.concurrency)],
@@ -167,20 +174,26 @@ def _throughput(args: argparse.Namespace) -> None:
                 text=True,
                 check=True,
             )
-            got[mode] = json.loads(out.stdout.strip().splitlines()[-1])["rate"]
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            got[mode], cpu[mode] = result["rate"], result["cpu"]
             rates[mode].append(got[mode])
-        ratios.append(got["audited"] / got["plain"])
+            cpus[mode].append(cpu[mode])
+        for mode in MODES[1:]:
+            ratios[mode].append(got[mode] / got["plain"])
+            cpu_ratios[mode].append(cpu[mode] / cpu["plain"])
         print(
-            f"round {r + 1}: plain {got['plain']:.0f}/s, audited {got['audited']:.0f}/s, "
-            f"ratio {ratios[-1]:.3f}",
+            f"round {r + 1}: "
+            + ", ".join(f"{m} {got[m]:.0f}/s ({1e6 * cpu[m]:.0f} us CPU/job)" for m in MODES),
             flush=True,
         )
-    print(
-        f"submissions/s median: plain {statistics.median(rates['plain']):.0f}, "
-        f"audited {statistics.median(rates['audited']):.0f}; "
-        f"median ratio audited/plain {statistics.median(ratios):.3f} "
-        f"(cost {100 * (1 - statistics.median(ratios)):.1f} %)"
-    )
+    print("medians of the per-round ratios against plain (throughput; CPU per submission):")
+    for mode in MODES[1:]:
+        print(
+            f"  {mode}: throughput {statistics.median(ratios[mode]):.3f} "
+            f"(median {statistics.median(rates[mode]):.0f}/s against "
+            f"{statistics.median(rates['plain']):.0f}/s), "
+            f"CPU per submission {statistics.median(cpu_ratios[mode]):.3f}"
+        )
 
 
 # --- verify -------------------------------------------------------------------------------------
@@ -269,7 +282,7 @@ def main() -> None:
     v = sub.add_parser("verify")
     v.add_argument("--events", type=int, default=1_000_000)
     c = sub.add_parser("_child")
-    c.add_argument("mode", choices=["plain", "audited"])
+    c.add_argument("mode", choices=MODES)
     c.add_argument("jobs", type=int)
     c.add_argument("concurrency", type=int)
     args = parser.parse_args()
