@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import singledispatch
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
@@ -42,7 +42,26 @@ STATUS_OF_PHASE: Mapping[Phase, str] = {
 
 
 class JobEvent(DomainEvent):
-    """Base of the job's events (frozen dataclasses with id, version and timestamp)."""
+    """Base of the job's events (frozen dataclasses with id, version and timestamp).
+
+    Recorded events are chained (``domain.audit_chain``): the event store adds
+    ``prev_digest`` and ``digest`` to each one's stored state. Version 2 of every job event
+    reads them; an event recorded before chaining is upcast with both empty.
+    """
+
+    prev_digest: ClassVar[str] = ""
+    digest: ClassVar[str] = ""
+
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        _unchained(state)
+
+
+def _unchained(state: dict[str, Any]) -> None:
+    state.setdefault("prev_digest", "")
+    state.setdefault("digest", "")
 
 
 @dataclass(frozen=True)
@@ -50,7 +69,7 @@ class JobRequested(JobEvent):
     """A job was asked for, by ``tenant`` (its id; empty for the single tenant).
 
     Version 2 added ``tenant``; a version-1 event, recorded before tenants existed, is upcast
-    when it is read and belongs to the single tenant.
+    when it is read and belongs to the single tenant. Version 3 is chained (see ``JobEvent``).
     """
 
     request: dict[str, Any]
@@ -61,11 +80,15 @@ class JobRequested(JobEvent):
     """W3C trace headers of the request's span, so later work joins its trace."""
     tenant: str = ""
 
-    class_version = 2
+    class_version = 3
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         state["tenant"] = ""
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        _unchained(state)
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,13 @@ from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
 from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
+from application.audit.checkpointer import RecordCheckpoints
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.connection_directory import ConnectionDirectory, internal_id
 from application.endpoints import EndpointFactory
 from application.fresh_job_index import FreshJobIndex
+from application.ports.audit import AuditLog, CheckpointStore
 from application.ports.clock import Clock, IdGenerator
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.datasource_reader import DatasourceReader
@@ -47,6 +49,7 @@ from application.ports.rate_limiter import RateLimiter
 from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import Tracer
+from application.queries.audit_checkpoints import ListCheckpoints
 from application.queries.get_job import GetJob, GetJobHistory
 from application.readiness import Check, Dependency, Readiness
 from application.recent_checks import RecentChecks
@@ -57,9 +60,11 @@ from entrypoints.infrastructure import (
     broker_dependency,
     database_dependency,
     declare_broker_topology,
+    load_audit_keys,
     load_key_ring,
     log_watch_for,
     open_broker_probe,
+    open_checkpoint_store,
     open_event_publisher,
     open_event_store,
     open_rabbit_consumer,
@@ -160,6 +165,13 @@ def leases_of(index: JobIndex) -> JobLeases:
     return index  # type: ignore[return-value]
 
 
+def audit_log_of(store: JobEventStore) -> AuditLog | None:
+    """The event store, when it also reads its log as stored (ours does; the twin not)."""
+    if callable(getattr(store, "read_records", None)):
+        return store  # type: ignore[return-value]
+    return None
+
+
 def progress_store_of(index: JobIndex) -> JobProgressStore | None:
     """The job index, when it also keeps the progress of running jobs (ours all do)."""
     if callable(getattr(index, "record", None)) and callable(getattr(index, "progress", None)):
@@ -191,6 +203,7 @@ async def bootstrap(
     tracer: Tracer | None = None,
     job_progress: JobProgressStore | None = None,
     metrics: PrometheusMetrics | None = None,
+    checkpoints: CheckpointStore | None = None,
 ) -> AsyncIterator[Fetcher]:
     """Opens what ``roles`` need from ``settings``, wires those roles, closes it all at exit.
 
@@ -228,6 +241,9 @@ async def bootstrap(
         )
         if job_progress is None:
             job_progress = progress_store_of(index)
+        audit_log = audit_log_of(store)
+        if checkpoints is None and audit_log is not None and roles & {Role.API, Role.RELAY}:
+            checkpoints = await stack.enter_async_context(open_checkpoint_store(settings))
         await declare_broker_topology(settings)
         if storage is None and Role.WORKER in roles:
             storage = await stack.enter_async_context(open_result_storage(settings))
@@ -279,6 +295,16 @@ async def bootstrap(
                 metrics=metrics,
                 leases=leases_of(index),
                 watch=watch,
+                checkpoints=RecordCheckpoints(
+                    audit_log,
+                    checkpoints,
+                    load_audit_keys(settings, ring).signer,
+                    clock,
+                    every_records=settings.audit.checkpoint_every,
+                    every_seconds=settings.audit.checkpoint_seconds,
+                )
+                if audit_log is not None and checkpoints is not None
+                else None,
             )
 
         worker: Worker | None = None
@@ -387,5 +413,6 @@ async def bootstrap(
                 # In one process, a recorded job wakes the followers at once.
                 on_job_recorded=relay.wake if relay else no_op,
                 tracer=tracer,
+                list_checkpoints=ListCheckpoints(checkpoints) if checkpoints is not None else None,
             )
         yield Fetcher(api=api, worker=worker, relay=relay, probes=probes)

@@ -8,6 +8,8 @@ import logging
 import os
 from collections.abc import AsyncIterator
 
+from adapters.audit.checkpoints import SqlCheckpointStore
+from adapters.crypto.audit_signing import AuditKeys, InvalidAuditKey
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
 from adapters.crypto.signing import HmacMessageSigner
 from adapters.eventstore.listener import PostgresLogWatch
@@ -62,6 +64,32 @@ def log_watch_for(settings: Settings, store: JobEventStore) -> LogWatch | None:
         return None
     channel = store.notification_channel()
     return None if channel is None else PostgresLogWatch(database, channel)
+
+
+@contextlib.asynccontextmanager
+async def open_checkpoint_store(settings: Settings) -> AsyncIterator[SqlCheckpointStore]:
+    """The audit checkpoints, in the event store's database; the table is created now."""
+    database = settings.database
+    checkpoints = SqlCheckpointStore.for_database(database.postgres or database.event_store_file)
+    try:
+        try:
+            await checkpoints.create_schema()
+        except Unavailable as error:
+            raise Unavailable(
+                "the audit checkpoints' database (FETCHER_DATABASE_URL) cannot be used"
+            ) from error
+        yield checkpoints
+    finally:
+        await checkpoints.close()
+
+
+def load_audit_keys(settings: Settings, ring: KeyRing) -> AuditKeys:
+    """The checkpoint signer (``FETCHER_AUDIT_SIGNING_KEY`` or derived from the current master
+    key) and the public keys of every key version."""
+    try:
+        return AuditKeys.from_ring(ring, settings.audit.signing_key)
+    except InvalidAuditKey as error:
+        raise SettingsError(f"FETCHER_AUDIT_SIGNING_KEY is invalid: {error}") from None
 
 
 @contextlib.asynccontextmanager

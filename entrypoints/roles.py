@@ -10,6 +10,8 @@ from enum import Enum
 from typing import TypeVar
 
 from adapters.metrics.prometheus import PrometheusMetrics
+from application.audit import checkpointer
+from application.audit.checkpointer import RecordCheckpoints
 from application.commands.assign_connection import AssignConnection
 from application.commands.check_connection import CheckConnection
 from application.commands.register_connection import ALL_TYPES, RegisterConnection
@@ -51,6 +53,7 @@ from application.ports.metrics import Metrics
 from application.ports.rate_limiter import RateLimiter
 from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import NO_TRACER, Tracer
+from application.queries.audit_checkpoints import ListCheckpoints
 from application.queries.connection_schema import GetConnectionSchema
 from application.queries.get_connection import GetConnection
 from application.queries.get_job import GetJob, GetJobHistory
@@ -67,6 +70,7 @@ T = TypeVar("T")
 
 REAPER_POLL_SECONDS = 5.0
 """With the lease, bounds how long a dead worker's job waits for the reaper's dispatch."""
+AUDIT_POLL_SECONDS = 1.0
 PROJECTION = "projection"
 FOLLOWERS = (publish_work_orders.FOLLOWER_NAME, emit_events.FOLLOWER_NAME, PROJECTION)
 
@@ -134,6 +138,8 @@ class ApiServices:
     """Called after a new job was recorded (wakes a dispatcher running in the same process)."""
     tracer: Tracer = NO_TRACER
     """The process's tracer; the HTTP layer traces requests with it too."""
+    list_checkpoints: ListCheckpoints | None = None
+    """The audit checkpoints (None: the event store keeps none; the list is empty)."""
 
 
 @dataclass(slots=True)
@@ -166,11 +172,15 @@ class Relay:
     before the loops start."""
     waker: WakeOnGrowth | None = None
     """Wakes the followers when the log grows in any process (PostgreSQL notifications)."""
+    audit: PeriodicTask | None = None
+    """Records the signed audit checkpoints of the log (when the event store keeps them)."""
 
     @property
     def loops(self) -> tuple[Loop, ...]:
         loops: tuple[Loop, ...] = (self.dispatcher, self.emitter, self.projection, self.reaper)
-        return loops if self.waker is None else (*loops, self.waker)
+        if self.waker is not None:
+            loops = (*loops, self.waker)
+        return loops if self.audit is None else (*loops, self.audit)
 
     def wake(self) -> None:
         """The log grew (in this process): the followers read it now."""
@@ -294,6 +304,7 @@ def build_relay(
     tracer: Tracer = NO_TRACER,
     leases: JobLeases | None = None,
     watch: LogWatch | None = None,
+    checkpoints: RecordCheckpoints | None = None,
 ) -> Relay:
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
     loses what it holds when the process stops, so pending jobs are queued again at start.
@@ -338,6 +349,13 @@ def build_relay(
             if queue_is_volatile
             else None
         ),
+        audit=PeriodicTask(
+            name=checkpointer.FOLLOWER_NAME,
+            poll_interval=AUDIT_POLL_SECONDS,
+            action=checkpoints,
+        )
+        if checkpoints is not None
+        else None,
     )
     if watch is not None:
         relay.waker = WakeOnGrowth(

@@ -142,6 +142,27 @@ class KeySettings:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """Signed checkpoints of the event log (README "Audit trail")."""
+
+    checkpoint_every: int = 1000
+    """``FETCHER_AUDIT_CHECKPOINT_EVERY``: a checkpoint after this many records."""
+    checkpoint_seconds: int = 60
+    """``FETCHER_AUDIT_CHECKPOINT_SECONDS``: or after this many seconds, if any record came."""
+    signing_key: str | None = field(default=None, repr=False)
+    """``FETCHER_AUDIT_SIGNING_KEY``: base64 Ed25519 private key (32-byte seed); by default
+    the key is derived from ``APP_ENC_KEY``."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AuditSettings:
+        return cls(
+            checkpoint_every=_int(env, "FETCHER_AUDIT_CHECKPOINT_EVERY", 1000),
+            checkpoint_seconds=_int(env, "FETCHER_AUDIT_CHECKPOINT_SECONDS", 60),
+            signing_key=env.get("FETCHER_AUDIT_SIGNING_KEY", "").strip() or None,
+        )
+
+
 def _broker_url(env: Mapping[str, str]) -> str | None:
     raw = env.get("RABBITMQ_URL", "").strip()
     if not raw:
@@ -526,6 +547,7 @@ class Settings:
     tracing: TracingSettings = field(default_factory=TracingSettings)
     probes: ProbeSettings = field(default_factory=ProbeSettings)
     tenancy: TenancySettings = field(default_factory=TenancySettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -546,6 +568,7 @@ class Settings:
             tracing=_tracing_settings(env),
             probes=ProbeSettings.from_env(env),
             tenancy=tenancy,
+            audit=AuditSettings.from_env(env),
         )
 
 

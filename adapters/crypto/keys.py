@@ -19,6 +19,7 @@ CREDENTIALS_INFO = "fetcher-credentials-v1"
 INTERNAL_HMAC_INFO = "fetcher-internal-hmac-v1"
 EXTERNAL_HMAC_INFO = "fetcher-external-hmac-v1"
 STORAGE_ENCRYPTION_INFO = "fetcher-storage-encryption-v1"
+AUDIT_SIGNING_INFO = "fetcher-audit-signing-v1"
 
 DERIVED_KEY_LENGTH = 32
 MIN_MASTER_KEY_LENGTH = 32
@@ -97,13 +98,14 @@ def parse_previous_keys(text: str | None) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class KeySet:
-    """The four keys derived from one master key version."""
+    """The keys derived from one master key version (``audit_signing``: an Ed25519 seed)."""
 
     version: str
     credentials: bytes
     internal_hmac: bytes
     external_hmac: bytes
     storage: bytes
+    audit_signing: bytes
 
     @classmethod
     def from_master(cls, master: bytes, version: str) -> KeySet:
@@ -118,6 +120,7 @@ class KeySet:
             internal_hmac=derive(master, INTERNAL_HMAC_INFO),
             external_hmac=derive(master, EXTERNAL_HMAC_INFO),
             storage=derive(master, STORAGE_ENCRYPTION_INFO),
+            audit_signing=derive(master, AUDIT_SIGNING_INFO),
         )
 
     def __repr__(self) -> str:

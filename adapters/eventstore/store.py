@@ -46,7 +46,10 @@ from eventsourcing.postgres import PostgresFactory
 from psycopg.sql import SQL, Identifier
 
 from adapters.common.postgres import PostgresAddress
+from adapters.eventstore import raw_log
+from adapters.eventstore.chaining import Chainer
 from application.ports.job_event_store import JobEventStore, LoggedEvent
+from domain.audit_chain import Record
 from domain.dedup import RequestSlotTaken
 from domain.errors import ConcurrencyConflict, Unavailable
 from domain.job import JobEvent
@@ -146,6 +149,7 @@ class EventsourcingJobEventStore(JobEventStore):
         self._closed = False
         self._pending: list[tuple[list[DomainEvent], asyncio.Future[int]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._chain = Chainer()
         if self._env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
             self._sqlite_path: Path | None = Path(self._env["SQLITE_DBNAME"])
         else:
@@ -295,9 +299,14 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _insert(self, events: list[DomainEvent]) -> Sequence[int]:
         recorder, mapper = self._ensure_open()
-        ids = recorder.insert_events([mapper.to_stored_event(e) for e in events])
+        stored, heads = self._chain.seal(
+            [mapper.to_stored_event(e) for e in events],
+            functools.partial(_stored_version, recorder),
+        )
+        ids = recorder.insert_events(stored)
         if not ids or len(ids) != len(events):
             raise RuntimeError("the recorder did not return a notification id for every event")
+        self._chain.remember_heads(heads)
         return ids
 
     async def job_events(self, job_id: UUID) -> list[JobEvent]:
@@ -309,7 +318,9 @@ class EventsourcingJobEventStore(JobEventStore):
     def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
         recorder, mapper = self._ensure_open()
         out: list[T] = []
-        for stored in recorder.select_events(originator_id):
+        records = recorder.select_events(originator_id)
+        self._chain.remember_read(records)
+        for stored in records:
             event = self._decode(mapper, stored)
             if not isinstance(event, kind):
                 raise TypeError(f"{originator_id} holds a {type(event).__name__}")
@@ -327,6 +338,16 @@ class EventsourcingJobEventStore(JobEventStore):
             start=after, limit=limit, inclusive_of_start=False
         )
         return [LoggedEvent(n.id, self._decode(mapper, n)) for n in notifications]
+
+    async def read_records(self, after: int, limit: int) -> list[Record]:
+        """The log's records after position ``after`` as stored (undecoded), for auditing."""
+        if limit <= 0:
+            return []
+        return await self._run(self._read_records, after, limit)
+
+    def _read_records(self, after: int, limit: int) -> list[Record]:
+        recorder, _ = self._ensure_open()
+        return raw_log.read_records(recorder, after, limit)
 
     async def last_notification_id(self) -> int:
         return await self._run(self._last_notification_id)
@@ -394,6 +415,13 @@ def _create_schema(factory: InfrastructureFactory[Any], schema: str | None) -> N
     if schema and isinstance(factory, PostgresFactory):
         with factory.datastore.transaction(commit=True) as curs:
             curs.execute(SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(schema)))
+
+
+def _stored_version(
+    recorder: ProcessRecorder, originator_id: UUID, version: int
+) -> StoredEvent | None:
+    found = recorder.select_events(originator_id, gt=version - 1, lte=version, limit=1)
+    return found[0] if found else None
 
 
 def _check_follower(follower: str) -> None:

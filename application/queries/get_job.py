@@ -27,6 +27,10 @@ class HistoryEntry:
     version: int
     timestamp: datetime
     facts: dict[str, Any]
+    digest: str = ""
+    """The event's digest (empty for an event recorded before chaining)."""
+    prev_digest: str = ""
+    """The digest of the version before it, that this event links to (empty for the first)."""
 
 
 def event_type_name(event: JobEvent) -> str:
@@ -72,6 +76,21 @@ class GetJob:
         job, _ = await tenant_job_events(self.store, job_id, tenant)
         return job
 
+    async def as_of(
+        self, job_id: UUID, as_of: int | datetime, *, tenant: Tenant = SINGLE_TENANT
+    ) -> Job:
+        """The job of ``tenant`` as it was at a version, or at a time, rebuilt from the events
+        up to it; 404 FET-1001 when it did not exist yet."""
+        _, events = await tenant_job_events(self.store, job_id, tenant)
+        if isinstance(as_of, datetime):
+            kept = [e for e in events if e.timestamp <= as_of]
+        else:
+            kept = [e for e in events if e.originator_version <= as_of]
+        job = jobs.fold(kept)
+        if job is None:
+            raise EntityNotFound("job")
+        return job
+
     async def with_progress(self, job_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> JobReading:
         """The job of ``tenant``, and while it is being extracted, the latest progress its
         current claim reported (never an earlier claim's). Progress that cannot be read is
@@ -103,6 +122,8 @@ class GetJobHistory:
                 version=event.originator_version,
                 timestamp=event.timestamp,
                 facts=_facts(event),
+                digest=event.digest,
+                prev_digest=event.prev_digest,
             )
             for event in events
         ]

@@ -13,6 +13,7 @@ from importlib import metadata
 from typing import Any
 
 from domain.errors import FetcherError
+from entrypoints.cli.audit import add_audit_commands
 from entrypoints.cli.healthcheck import add_healthcheck_command
 from entrypoints.cli.settings_help import settings_epilog
 from entrypoints.cli.tools import add_tool_commands
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         ).set_defaults(func=_run_role(name))
     add_tool_commands(commands)
     add_healthcheck_command(commands)
+    add_audit_commands(commands)
     return parser
 
 

@@ -119,6 +119,24 @@ SETTINGS: tuple[Setting, ...] = (
         EVERY_ROLE,
     ),
     Setting(
+        "FETCHER_AUDIT_CHECKPOINT_EVERY",
+        "1000",
+        "record a signed audit checkpoint of the event log after this many records",
+        RELAY_ROLES,
+    ),
+    Setting(
+        "FETCHER_AUDIT_CHECKPOINT_SECONDS",
+        "60",
+        "or after this many seconds, when a record came since the last checkpoint",
+        RELAY_ROLES,
+    ),
+    Setting(
+        "FETCHER_AUDIT_SIGNING_KEY",
+        "derived from APP_ENC_KEY",
+        "base64 Ed25519 private key (32-byte seed) that signs audit checkpoints",
+        RELAY_ROLES,
+    ),
+    Setting(
         "RABBITMQ_URL",
         "in-process queue and events.jsonl (serve only)",
         "amqp://user:pass@host:5672/vhost",

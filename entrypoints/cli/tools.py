@@ -31,6 +31,7 @@ from adapters.crypto.sealing import (
 )
 from adapters.crypto.signing import HmacMessageSigner
 from application.errors import InvalidSignature
+from entrypoints.cli.audit_keys import add_audit_public_key
 
 _HEX_64 = re.compile(r"[0-9a-fA-F]{64}")
 _NO_KEY_HELP = (
@@ -132,6 +133,7 @@ def _add_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -
         )
         usage = functools.partial(_print_usage, parser)
         parser.set_defaults(func=functools.partial(_derive_key_command, info, label, usage))
+    add_audit_public_key(kinds)
 
 
 # --- shared key and input handling ------------------------------------------------------------

@@ -15,6 +15,7 @@ from litestar.openapi import OpenAPIConfig
 from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from domain.identity import Identity
 from domain.tenant import Tenant
+from entrypoints.http.audit_routes import AuditController
 from entrypoints.http.auth import (
     OPEN,
     SECURITY_COMPONENTS,
@@ -100,7 +101,13 @@ def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar
         else []
     )
     app = Litestar(
-        route_handlers=[JobController, ConnectionController, *PROBE_ROUTES, version],
+        route_handlers=[
+            JobController,
+            ConnectionController,
+            AuditController,
+            *PROBE_ROUTES,
+            version,
+        ],
         dependencies={
             "services": Provide(provide_services),
             "probes": Provide(provide_probes),

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any
 from uuid import UUID
 
 import msgspec
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import FromPath, JSONBody
+from litestar.params import FromPath, JSONBody, QueryParameter
 
 from application.ports.job_progress import JobProgress
 from application.queries.get_job import HistoryEntry
@@ -23,6 +24,7 @@ from domain.tenant import Tenant
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
 from entrypoints.http.guards import can_get_fetcher, can_post_fetcher, can_read_history
+from entrypoints.http.list_params import invalid_parameter
 from entrypoints.http.request_context import request_id_of
 from entrypoints.http.schemas import (
     FetcherRequest,
@@ -88,7 +90,26 @@ def history_entry(entry: HistoryEntry) -> JobHistoryEntry:
         version=entry.version,
         timestamp=rfc3339nano(entry.timestamp),
         facts={k: _jsonable(v) for k, v in entry.facts.items()},
+        digest=entry.digest,
+        prevDigest=entry.prev_digest,
     )
+
+
+def parse_as_of(raw: str) -> int | datetime:
+    """``asOf``: a job version (a positive integer) or an RFC 3339 time with an offset."""
+    text = raw.strip()
+    if text.isascii() and text.isdigit():
+        version = int(text)
+        if version >= 1:
+            return version
+        raise invalid_parameter("asOf")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise invalid_parameter("asOf") from None
+    if moment.tzinfo is None or "T" not in text.upper():
+        raise invalid_parameter("asOf")
+    return moment
 
 
 class JobController(Controller):
@@ -155,7 +176,9 @@ class JobController(Controller):
         guards=[can_get_fetcher],
         summary="Read a job, rebuilt from its own events",
         description="While the job is processing, `progress` shows the rows and bytes "
-        "written so far (reported every few seconds).",
+        "written so far (reported every few seconds). With `asOf` (a version, or an RFC 3339 "
+        "time), the job as it was then, rebuilt from its events up to it (404 if it did not "
+        "exist yet).",
         responses=error_responses(400, 404),
     )
     async def read_job(
@@ -163,8 +186,13 @@ class JobController(Controller):
         services: NamedDependency[ApiServices],
         tenant: NamedDependency[Tenant],
         job_id: FromPath[str],
+        as_of: Annotated[str | None, QueryParameter(name="asOf", required=False)] = None,
     ) -> JobView:
-        reading = await services.get_job.with_progress(parse_id(job_id, "job"), tenant=tenant)
+        parsed = parse_id(job_id, "job")
+        if as_of is not None:
+            job = await services.get_job.as_of(parsed, parse_as_of(as_of), tenant=tenant)
+            return job_view(job)
+        reading = await services.get_job.with_progress(parsed, tenant=tenant)
         return job_view(reading.job, reading.progress)
 
     @get(

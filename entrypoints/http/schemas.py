@@ -73,6 +73,28 @@ class JobHistoryEntry(msgspec.Struct):
     version: int
     timestamp: str
     facts: dict[str, Any]
+    digest: str = ""
+    """SHA-256 of the event's canonical encoding; empty for an event recorded before
+    chaining."""
+    prevDigest: str = ""
+    """The digest of the version before it in the job's chain (empty for the first)."""
+
+
+class AuditCheckpointView(msgspec.Struct, omit_defaults=True):
+    position: int
+    count: int
+    root: str
+    recordedAt: str
+    keyId: str
+    headsSha256: str
+    signature: str
+    heads: dict[str, list[Any]] | None = None
+    """Job id -> [version, digest] of the jobs recorded since the previous checkpoint; left
+    out in multi-tenant mode (the signature covers their SHA-256)."""
+
+
+class AuditCheckpoints(msgspec.Struct):
+    checkpoints: list[AuditCheckpointView]
 
 
 class JobHistory(msgspec.Struct):

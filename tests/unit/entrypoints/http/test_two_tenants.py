@@ -206,6 +206,7 @@ AIMED_AT_B: dict[tuple[str, str], Callable[[Theirs], Call]] = {
         404,
         "FET-1001",
     ),
+    ("GET", "/v1/audit/checkpoints"): lambda b: ("/v1/audit/checkpoints", {}, 200, ""),
     # Last, so that the other requests run while A has no connection of that name.
     ("POST", BASE): lambda b: (
         BASE,
@@ -270,6 +271,7 @@ B_ON_ITS_OWN: dict[tuple[str, str], Callable[[Theirs], Call]] = {
     ),
     ("GET", "/v1/fetcher/{job_id}"): lambda b: (f"/v1/fetcher/{b.job}", {}, 200, ""),
     ("GET", "/v1/fetcher/{job_id}/events"): lambda b: (f"/v1/fetcher/{b.job}/events", {}, 200, ""),
+    ("GET", "/v1/audit/checkpoints"): lambda b: ("/v1/audit/checkpoints", {}, 200, ""),
     ("POST", BASE): lambda b: (
         BASE,
         {"json": connection_body("theirs"), "headers": PRODUCT},

@@ -1,0 +1,132 @@
+"""Signed audit checkpoints in the event store's database (PostgreSQL or its SQLite file),
+and an in-process twin."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sqlalchemy import BigInteger, Column, MetaData, Table, Text, select
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from adapters.common.postgres import PostgresAddress
+from adapters.sql.tables import create_engine_for
+from application.ports.audit import CheckpointStore
+from domain.audit_chain import Checkpoint
+from domain.errors import Unavailable
+
+_metadata = MetaData()
+
+checkpoints = Table(
+    "fetcher_audit_checkpoints",
+    _metadata,
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("record_count", BigInteger, nullable=False),
+    Column("root", Text, nullable=False),
+    Column("recorded_at", Text, nullable=False),
+    Column("key_id", Text, nullable=False),
+    Column("heads", Text, nullable=False),
+    Column("signature", Text, nullable=False),
+)
+
+_UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
+
+
+def _row(checkpoint: Checkpoint) -> dict[str, object]:
+    return {
+        "position": checkpoint.position,
+        "record_count": checkpoint.count,
+        "root": checkpoint.root,
+        "recorded_at": checkpoint.recorded_at,
+        "key_id": checkpoint.key_id,
+        "heads": json.dumps(checkpoint.heads_json() or {}, separators=(",", ":")),
+        "signature": checkpoint.signature,
+    }
+
+
+def _checkpoint(row: object) -> Checkpoint:
+    m = row._mapping  # type: ignore[attr-defined]
+    return Checkpoint.from_json(
+        {
+            "position": m["position"],
+            "count": m["record_count"],
+            "root": m["root"],
+            "recorded_at": m["recorded_at"],
+            "key_id": m["key_id"],
+            "heads": json.loads(m["heads"]),
+            "signature": m["signature"],
+        }
+    )
+
+
+class SqlCheckpointStore(CheckpointStore):
+    """Checkpoints in table ``fetcher_audit_checkpoints``; owns its engine when built with
+    ``for_database``."""
+
+    def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
+        self._engine = engine
+        self._owns = owns_engine
+
+    @classmethod
+    def for_database(cls, database: PostgresAddress | Path) -> SqlCheckpointStore:
+        return cls(create_engine_for(database), owns_engine=True)
+
+    async def create_schema(self) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.run_sync(_metadata.create_all, checkfirst=True)
+        except _UNAVAILABLE as e:
+            raise Unavailable("the audit checkpoints cannot be stored") from e
+
+    async def latest(self) -> Checkpoint | None:
+        query = select(checkpoints).order_by(checkpoints.c.position.desc()).limit(1)
+        rows = await self._select(query)
+        return rows[0] if rows else None
+
+    async def page(self, after: int = 0, limit: int = 100) -> list[Checkpoint]:
+        query = (
+            select(checkpoints)
+            .where(checkpoints.c.position > after)
+            .order_by(checkpoints.c.position)
+            .limit(limit)
+        )
+        return await self._select(query)
+
+    async def _select(self, query: object) -> list[Checkpoint]:
+        try:
+            async with self._engine.connect() as conn:
+                result = await conn.execute(query)  # type: ignore[call-overload]
+                return [_checkpoint(row) for row in result]
+        except _UNAVAILABLE as e:
+            raise Unavailable() from e
+
+    async def add(self, checkpoint: Checkpoint) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(checkpoints.insert().values(**_row(checkpoint)))
+        except sa_exc.IntegrityError:
+            return  # a checkpoint at this position was recorded first (by another relay)
+        except _UNAVAILABLE as e:
+            raise Unavailable() from e
+
+    async def close(self) -> None:
+        if self._owns:
+            await self._engine.dispose()
+
+
+class InMemoryCheckpointStore(CheckpointStore):
+    def __init__(self) -> None:
+        self.items: dict[int, Checkpoint] = {}
+
+    async def latest(self) -> Checkpoint | None:
+        return self.items[max(self.items)] if self.items else None
+
+    async def page(self, after: int = 0, limit: int = 100) -> list[Checkpoint]:
+        return [self.items[p] for p in sorted(self.items) if p > after][:limit]
+
+    async def add(self, checkpoint: Checkpoint) -> None:
+        self.items.setdefault(checkpoint.position, checkpoint)
+
+    async def close(self) -> None:
+        return None

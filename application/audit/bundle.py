@@ -1,0 +1,210 @@
+"""Audit bundles: a stretch of the log and the checkpoints that cover it, as JSON lines.
+
+Line 1 is a header; then ``anchor`` (the checkpoint the stretch starts after, if any), the
+``event`` records in position order and the ``checkpoint`` lines. Each event line carries the
+stored state as it is (``state``: the stored JSON text) and, for readers, its job, type,
+timestamp and digests, which are taken from the state again when verifying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from application.audit.verify import ChainVerifier, VerifyReport
+from application.ports.audit import AuditLog, CheckpointKeys, CheckpointStore
+from domain.audit_chain import Checkpoint, Record, parse_state
+
+FORMAT = "fetcher-audit-bundle-v1"
+PAGE = 5000
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be read (not one of ours, or a line that is not JSON)."""
+
+
+Bound = int | datetime | None
+
+
+def _at_or_before(checkpoint: Checkpoint, bound: int | datetime) -> bool:
+    if isinstance(bound, int):
+        return checkpoint.position <= bound
+    return datetime.fromisoformat(checkpoint.recorded_at) <= bound
+
+
+def _at_or_after(checkpoint: Checkpoint, bound: int | datetime) -> bool:
+    if isinstance(bound, int):
+        return checkpoint.position >= bound
+    return datetime.fromisoformat(checkpoint.recorded_at) >= bound
+
+
+async def all_checkpoints(store: CheckpointStore) -> list[Checkpoint]:
+    out: list[Checkpoint] = []
+    after = 0
+    while page := await store.page(after, 1000):
+        out.extend(page)
+        after = page[-1].position
+    return out
+
+
+async def records_between(log: AuditLog, after: int, upto: int | None) -> AsyncIterator[Record]:
+    """Records with positions in (after, upto] (to the end of the log without ``upto``). The
+    next page is read while the caller works through the current one."""
+    pending: asyncio.Future[list[Record]] | None = asyncio.ensure_future(
+        log.read_records(after, PAGE)
+    )
+    try:
+        while pending is not None:
+            page = await pending
+            if len(page) == PAGE and (upto is None or page[-1].position < upto):
+                pending = asyncio.ensure_future(log.read_records(page[-1].position, PAGE))
+            else:
+                pending = None
+            for record in page:
+                if upto is not None and record.position > upto:
+                    return
+                yield record
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+
+
+@dataclass(slots=True)
+class Stretch:
+    """Which part of the log a bundle holds: after ``anchor`` up to ``upto`` (None: the end)."""
+
+    anchor: Checkpoint | None
+    upto: int | None
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+
+
+def choose_stretch(checkpoints: list[Checkpoint], since: Bound, until: Bound) -> Stretch:
+    """From the last checkpoint at or before ``since`` to the first at or after ``until``, so
+    that every record between ``since`` and ``until`` is covered where a checkpoint exists."""
+    anchor = None
+    if since is not None:
+        before = [c for c in checkpoints if _at_or_before(c, since)]
+        anchor = before[-1] if before else None
+    upto = None
+    if until is not None:
+        after = [c for c in checkpoints if _at_or_after(c, until)]
+        upto = after[0].position if after else None
+    start = anchor.position if anchor else 0
+    inside = [c for c in checkpoints if c.position > start and (upto is None or c.position <= upto)]
+    return Stretch(anchor, upto, inside)
+
+
+def event_line(record: Record) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "kind": "event",
+        "position": record.position,
+        "id": record.originator_id,
+        "version": record.version,
+        "topic": record.topic,
+    }
+    try:
+        line["state"] = record.state.decode("utf-8")
+    except UnicodeDecodeError:
+        line["stateBase64"] = base64.b64encode(record.state).decode("ascii")
+        return line
+    try:
+        state = parse_state(record.state)
+    except ValueError:
+        return line
+    timestamp = state.get("timestamp")
+    if isinstance(timestamp, dict):
+        timestamp = timestamp.get("_data_")
+    line["type"] = record.topic.rpartition(":")[2].removeprefix("Job")
+    line["timestamp"] = timestamp
+    line["digest"] = state.get("digest", "")
+    line["prevDigest"] = state.get("prev_digest", "")
+    return line
+
+
+def header(stretch: Stretch, exported_at: str) -> dict[str, Any]:
+    return {
+        "kind": "header",
+        "format": FORMAT,
+        "exportedAt": exported_at,
+        "after": stretch.anchor.position if stretch.anchor else 0,
+        "upto": stretch.upto,
+    }
+
+
+async def export_lines(
+    log: AuditLog, checkpoints: CheckpointStore, since: Bound, until: Bound, exported_at: str
+) -> AsyncIterator[str]:
+    stretch = choose_stretch(await all_checkpoints(checkpoints), since, until)
+    yield json.dumps(header(stretch, exported_at))
+    if stretch.anchor is not None:
+        yield json.dumps({"kind": "anchor", **stretch.anchor.to_json()})
+    start = stretch.anchor.position if stretch.anchor else 0
+    async for record in records_between(log, start, stretch.upto):
+        yield json.dumps(event_line(record), ensure_ascii=False)
+    for checkpoint in stretch.checkpoints:
+        yield json.dumps({"kind": "checkpoint", **checkpoint.to_json()})
+
+
+@dataclass(slots=True)
+class Bundle:
+    anchor: Checkpoint | None
+    records: list[Record]
+    checkpoints: list[Checkpoint]
+
+
+def _record(line: dict[str, Any]) -> Record:
+    if "state" in line:
+        state = str(line["state"]).encode("utf-8")
+    else:
+        state = base64.b64decode(str(line["stateBase64"]))
+    return Record(
+        position=int(line["position"]),
+        originator_id=str(line["id"]),
+        version=int(line["version"]),
+        topic=str(line["topic"]),
+        state=state,
+    )
+
+
+def read_bundle(lines: Iterable[str]) -> Bundle:
+    items: Iterator[str] = (line for line in lines if line.strip())
+    try:
+        first = json.loads(next(items))
+    except (StopIteration, ValueError):
+        raise BundleError("the bundle is empty or its first line is not JSON") from None
+    if not isinstance(first, dict) or first.get("format") != FORMAT:
+        raise BundleError(f"not an audit bundle ({FORMAT})")
+    bundle = Bundle(None, [], [])
+    for number, text in enumerate(items, start=2):
+        try:
+            line = json.loads(text)
+            kind = line["kind"]
+            if kind == "event":
+                bundle.records.append(_record(line))
+            elif kind == "checkpoint":
+                bundle.checkpoints.append(Checkpoint.from_json(line))
+            elif kind == "anchor":
+                bundle.anchor = Checkpoint.from_json(line)
+        except (ValueError, KeyError, TypeError):
+            raise BundleError(f"line {number} of the bundle is not a valid entry") from None
+    return bundle
+
+
+def verify_bundle(bundle: Bundle, keys: CheckpointKeys) -> VerifyReport:
+    verifier = ChainVerifier(keys, bundle.checkpoints, anchor=bundle.anchor)
+    verifier.feed_all(bundle.records)
+    return verifier.finish()
+
+
+async def verify_store(
+    log: AuditLog, checkpoints: CheckpointStore, keys: CheckpointKeys
+) -> VerifyReport:
+    verifier = ChainVerifier(keys, await all_checkpoints(checkpoints))
+    async for record in records_between(log, 0, None):
+        verifier.feed(record)
+    return verifier.finish()

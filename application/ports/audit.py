@@ -1,0 +1,53 @@
+"""Ports of the audit trail: the log as stored, the checkpoints, and their signatures."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Protocol
+
+from domain.audit_chain import Checkpoint, Record
+
+
+class AuditLog(Protocol):
+    """The event store's log, record by record, exactly as stored."""
+
+    async def read_records(self, after: int, limit: int) -> list[Record]:
+        """Records with positions greater than ``after``, ascending, at most ``limit``."""
+        ...
+
+    async def last_notification_id(self) -> int: ...
+
+
+class CheckpointStore(Protocol):
+    """Recorded checkpoints; at most one per position (a second one there is ignored)."""
+
+    async def latest(self) -> Checkpoint | None: ...
+
+    async def add(self, checkpoint: Checkpoint) -> None: ...
+
+    async def page(self, after: int = 0, limit: int = 100) -> list[Checkpoint]:
+        """Checkpoints with positions greater than ``after``, ascending, at most ``limit``."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class CheckpointSigner(Protocol):
+    @property
+    def key_id(self) -> str: ...
+
+    def sign(self, message: bytes) -> str:
+        """The signature of ``message`` (base64)."""
+        ...
+
+
+class SignatureCheck(Enum):
+    VALID = "valid"
+    UNKNOWN_KEY = "unknown key"
+    INVALID = "invalid"
+
+
+class CheckpointKeys(Protocol):
+    """Public keys by key id (every key version, including rotated ones)."""
+
+    def check(self, key_id: str, message: bytes, signature: str) -> SignatureCheck: ...

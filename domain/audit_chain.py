@@ -1,0 +1,211 @@
+"""The audit chain's rules: canonical encoding, event digests, the log's running hash and the
+body a checkpoint signs.
+
+Stdlib only, so that an auditor can read (or re-implement) exactly what is checked.
+
+- A job event's **digest** is SHA-256 over ``EVENT_DOMAIN``, ``"<job id>\n<version>\n<topic>\n"``
+  and its stored state — the JSON object the event store's transcoder wrote, which holds the
+  timestamp, the facts and ``prev_digest`` — without the ``,"digest":"…"`` key that ends it.
+  The stored bytes are the canonical encoding: they are never re-encoded, and hashing them
+  needs no JSON parser. The first event of a job links to ``GENESIS``; every later one to the
+  digest of the version before it (for an event recorded before chaining, the digest of its
+  stored state, computed the same way).
+- The log's **running hash** starts at ``ZERO_ROOT`` and folds every record of the log, in
+  position order, as ``root = SHA-256(root || header || stored state bytes)``.
+- A **checkpoint** pins the running hash and count at a position, and the head (version,
+  digest) of every job whose events fall after the previous checkpoint (by the SHA-256 of
+  their canonical JSON); it is signed over ``CHECKPOINT_DOMAIN`` and its canonical JSON body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+EVENT_DOMAIN = b"fetcher-audit-event-v1\n"
+CHECKPOINT_DOMAIN = b"fetcher-audit-checkpoint-v1\n"
+GENESIS = ""
+ZERO_ROOT = "0" * 64
+JOB_TOPIC_PREFIX = "domain.job:"
+"""Topics of the job's events (the chained ones); other records are covered by the log hash."""
+
+
+class ChainError(ValueError):
+    """A stored state that cannot be chained (not a JSON object, or already chained)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of the log as stored: position, originator, version, topic, state bytes."""
+
+    position: int
+    originator_id: str
+    version: int
+    topic: str
+    state: bytes
+
+    @property
+    def is_job_event(self) -> bool:
+        return self.topic.startswith(JOB_TOPIC_PREFIX)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Keys sorted, no spaces, UTF-8, no NaN: the same bytes for the same value anywhere."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def parse_state(state: bytes) -> dict[str, Any]:
+    value = json.loads(state)
+    if not isinstance(value, dict):
+        raise ChainError("a stored state is not a JSON object")
+    return value
+
+
+_DIGEST_KEY = b',"digest":"'
+_PREV_KEY = b'"prev_digest":"'
+_DIGEST_TAIL = len(_DIGEST_KEY) + 64 + 2
+
+
+def split_sealed(state: bytes) -> tuple[bytes, str | None]:
+    """The stored state without its trailing ``digest`` key, and the digest it carries; for a
+    state recorded before chaining, the state itself and None. (What is carried is not
+    checked to be hex: anything else never equals a digest.)"""
+    if (
+        state[-_DIGEST_TAIL : -_DIGEST_TAIL + len(_DIGEST_KEY)] == _DIGEST_KEY
+        and state[-2:] == b'"}'
+    ):
+        return state[:-_DIGEST_TAIL] + b"}", state[-66:-2].decode("ascii", "replace")
+    return state, None
+
+
+def prev_digest_of(body: bytes) -> str | None:
+    """The ``prev_digest`` a sealed state (without its digest) ends with, or None."""
+    if body[-81:-66] == _PREV_KEY and body[-2:] == b'"}':
+        return body[-66:-2].decode("ascii", "replace")
+    if body.endswith(_PREV_KEY + b'"}'):
+        return GENESIS
+    return None
+
+
+def content_digest(originator_id: str, version: int, topic: str, body: bytes) -> str:
+    """SHA-256 over ``EVENT_DOMAIN``, the job id, version and topic, and the stored state
+    without its ``digest`` key (``body``: timestamp, facts and ``prev_digest``)."""
+    h = hashlib.sha256(EVENT_DOMAIN)
+    h.update(f"{originator_id}\n{version}\n{topic}\n".encode())
+    h.update(body)
+    return h.hexdigest()
+
+
+def record_digest(record: Record) -> str:
+    """The digest of a record's content, whether or not it carries one."""
+    body, _ = split_sealed(record.state)
+    return content_digest(record.originator_id, record.version, record.topic, body)
+
+
+def seal(
+    originator_id: str, version: int, topic: str, state: bytes, prev_digest: str
+) -> tuple[bytes, str]:
+    """``state`` (a stored JSON object) with ``prev_digest`` and its own ``digest`` added as
+    its last two keys (the rest of the bytes kept as the recorder encoded them), and the
+    digest."""
+    stripped = state.rstrip()
+    if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+        raise ChainError("a stored state is not a JSON object")
+    if _PREV_KEY[:-1] in stripped:
+        raise ChainError("the event is already chained")
+    separator = b"," if stripped[1:-1].strip() else b""
+    body = stripped[:-1] + separator + _PREV_KEY + prev_digest.encode("ascii") + b'"}'
+    digest = content_digest(originator_id, version, topic, body)
+    return body[:-1] + _DIGEST_KEY + digest.encode("ascii") + b'"}', digest
+
+
+def log_step(root: bytes, record: Record) -> bytes:
+    """The running hash (raw bytes) after folding ``record`` into ``root``."""
+    header = (
+        f"{record.position}\x1f{record.originator_id}\x1f{record.version}\x1f"
+        f"{record.topic}\x1f{len(record.state)}\n"
+    ).encode()
+    h = hashlib.sha256(root)
+    h.update(header)
+    h.update(record.state)
+    return h.digest()
+
+
+def heads_digest(heads: Mapping[str, tuple[int, str]]) -> str:
+    doc = {job: [version, digest] for job, (version, digest) in heads.items()}
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A signed statement: the log up to ``position`` holds ``count`` records whose running
+    hash is ``root``, and these jobs (``heads``: id -> (version, digest)) stood so.
+
+    The signature is over ``heads_sha256`` (not the heads themselves), so a checkpoint can be
+    shown and verified without the job ids of its heads (to a tenant, for instance).
+    """
+
+    position: int
+    count: int
+    root: str
+    recorded_at: str
+    key_id: str
+    heads: Mapping[str, tuple[int, str]] | None = field(default_factory=dict)
+    """None when not shown; then ``heads_sha256`` is as given."""
+    signature: str = ""
+    heads_sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if self.heads is not None and not self.heads_sha256:
+            object.__setattr__(self, "heads_sha256", heads_digest(self.heads))
+
+    @property
+    def heads_match(self) -> bool:
+        return self.heads is None or heads_digest(self.heads) == self.heads_sha256
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "count": self.count,
+            "root": self.root,
+            "recorded_at": self.recorded_at,
+            "key_id": self.key_id,
+            "heads_sha256": self.heads_sha256,
+        }
+
+    def message(self) -> bytes:
+        """The bytes the signature is over."""
+        return CHECKPOINT_DOMAIN + canonical_json(self.body())
+
+    def heads_json(self) -> dict[str, list[Any]] | None:
+        if self.heads is None:
+            return None
+        return {job: [v, d] for job, (v, d) in sorted(self.heads.items())}
+
+    def to_json(self, *, with_heads: bool = True) -> dict[str, Any]:
+        doc = {**self.body(), "signature": self.signature}
+        if with_heads and self.heads is not None:
+            doc["heads"] = self.heads_json()
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Checkpoint:
+        raw = doc.get("heads")
+        heads = (
+            None if raw is None else {str(k): (int(v[0]), str(v[1])) for k, v in dict(raw).items()}
+        )
+        return cls(
+            position=int(doc["position"]),
+            count=int(doc["count"]),
+            root=str(doc["root"]),
+            recorded_at=str(doc["recorded_at"]),
+            key_id=str(doc["key_id"]),
+            heads=heads,
+            signature=str(doc.get("signature") or ""),
+            heads_sha256=str(doc.get("heads_sha256") or ""),
+        )

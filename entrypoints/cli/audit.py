@@ -1,0 +1,232 @@
+"""``fetcher audit export`` and ``fetcher audit verify``, and ``fetcher keys audit-public``.
+
+``verify`` reads the event store the service's settings name (FETCHER_DATABASE_URL or the
+SQLite files in FETCHER_DATA_DIR), or with ``--bundle`` an exported bundle, offline, with only
+the public key(s). Exit status: 0 when everything verifies, 1 at the first break, 2 when the
+verification could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from adapters.audit.checkpoints import SqlCheckpointStore
+from adapters.crypto.audit_signing import (
+    AuditKeys,
+    Ed25519CheckpointKeys,
+    InvalidAuditKey,
+    decode_public,
+    fingerprint,
+)
+from adapters.crypto.keys import InvalidMasterKey, KeyRing
+from adapters.eventstore.store import EventsourcingJobEventStore
+from application.audit.bundle import (
+    Bound,
+    BundleError,
+    export_lines,
+    read_bundle,
+    verify_bundle,
+    verify_store,
+)
+from application.audit.verify import VerifyReport
+from application.timefmt import rfc3339nano
+from domain.errors import FetcherError
+from entrypoints.settings import Settings, SettingsError
+
+
+class AuditToolError(Exception):
+    pass
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _bound(text: str | None, name: str) -> Bound:
+    if text is None:
+        return None
+    value = text.strip()
+    if value.isascii() and value.isdigit():
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise AuditToolError(f"{name} must be a log position or an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        raise AuditToolError(f"{name} needs a time zone offset (Z or +hh:mm)")
+    return moment
+
+
+@contextlib.asynccontextmanager
+async def _open_store(
+    settings: Settings,
+) -> AsyncIterator[tuple[EventsourcingJobEventStore, SqlCheckpointStore]]:
+    database = settings.database
+    if not database.configured and not database.event_store_file.exists():
+        raise AuditToolError(f"no event store at {database.event_store_file}")
+    store = EventsourcingJobEventStore.for_database(database.postgres or database.event_store_file)
+    checkpoints = SqlCheckpointStore.for_database(database.postgres or database.event_store_file)
+    try:
+        await checkpoints.create_schema()
+        yield store, checkpoints
+    finally:
+        await checkpoints.close()
+        await store.close()
+
+
+def _key_ring() -> KeyRing | None:
+    if not os.environ.get("APP_ENC_KEY", "").strip():
+        return None
+    try:
+        return KeyRing.from_env(os.environ)
+    except InvalidMasterKey as e:
+        raise AuditToolError(f"APP_ENC_KEY: {e}") from None
+
+
+def _public_key_text(value: str) -> str:
+    path = Path(value)
+    if len(value) != 44 and path.is_file():
+        return path.read_text().strip()
+    return value
+
+
+def _keys(public_keys: Sequence[str], ring: KeyRing | None) -> Ed25519CheckpointKeys:
+    pairs = []
+    try:
+        publics = [decode_public(_public_key_text(k)) for k in public_keys]
+        if ring is not None:
+            configured = os.environ.get("FETCHER_AUDIT_SIGNING_KEY", "").strip() or None
+            pairs = list(AuditKeys.from_ring(ring, configured).publics.items())
+    except InvalidAuditKey as e:
+        raise AuditToolError(str(e)) from None
+    return Ed25519CheckpointKeys([*pairs, *((fingerprint(p), p) for p in publics)])
+
+
+def _print_report(report: VerifyReport, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _verify_bundle(args: argparse.Namespace) -> int:
+    if not args.public_key:
+        raise AuditToolError("--bundle needs --public-key (fetcher keys audit-public)")
+    keys = _keys(args.public_key, None)
+    try:
+        if args.bundle == "-":
+            bundle = read_bundle(sys.stdin)
+        else:
+            with open(args.bundle, encoding="utf-8") as f:
+                bundle = read_bundle(f)
+    except OSError as e:
+        raise AuditToolError(f"cannot read {args.bundle}: {e.strerror or e}") from None
+    except BundleError as e:
+        raise AuditToolError(str(e)) from None
+    return _print_report(verify_bundle(bundle, keys), args.json)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    if args.bundle:
+        return _verify_bundle(args)
+    ring = _key_ring()
+    if ring is None and not args.public_key:
+        raise AuditToolError("no key: set APP_ENC_KEY, or pass --public-key")
+    keys = _keys(args.public_key or (), ring)
+    settings = Settings.from_env()
+
+    async def run() -> VerifyReport:
+        async with _open_store(settings) as (store, checkpoints):
+            return await verify_store(store, checkpoints, keys)
+
+    return _print_report(asyncio.run(run()), args.json)
+
+
+def _export(args: argparse.Namespace) -> int:
+    since, until = _bound(args.since, "--since"), _bound(args.until, "--until")
+    exported_at = rfc3339nano(datetime.now(UTC))
+    settings = Settings.from_env()
+
+    async def run(out: TextIO) -> int:
+        count = 0
+        async with _open_store(settings) as (store, checkpoints):
+            async for line in export_lines(store, checkpoints, since, until, exported_at):
+                out.write(line + "\n")
+                count += 1
+        return count
+
+    if args.out in (None, "-"):
+        count = asyncio.run(run(sys.stdout))
+    else:
+        try:
+            with open(args.out, "w", encoding="utf-8") as out:
+                count = asyncio.run(run(out))
+        except OSError as e:
+            raise AuditToolError(f"cannot write {args.out}: {e.strerror or e}") from None
+    _err(f"exported {max(0, count - 1)} lines")
+    return 0
+
+
+def _main(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except AuditToolError as e:
+            _err(f"Error: {e}")
+            return 2
+        except SettingsError as e:
+            _err(f"fetcher: configuration error: {e}")
+            return 2
+        except FetcherError as e:
+            _err(f"Error: {e.message}")
+            return 2
+
+    return run
+
+
+def add_audit_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    audit = subparsers.add_parser(
+        "audit",
+        help="export and verify the tamper-evident job history",
+        description="The job history is chained (each event carries its digest and its "
+        "predecessor's) and the log is covered by signed checkpoints.",
+    )
+    actions = audit.add_subparsers(dest="audit_command", metavar="ACTION", required=True)
+    export = actions.add_parser(
+        "export",
+        help="write an audit bundle (JSON lines): events and the checkpoints covering them",
+        description="Write the records from the last checkpoint at or before --since to the "
+        "first checkpoint at or after --until, with those checkpoints. --since and --until are "
+        "log positions or RFC 3339 times; without them, the whole log.",
+    )
+    export.add_argument("--since", metavar="POSITION|TIME")
+    export.add_argument("--until", metavar="POSITION|TIME")
+    export.add_argument("--out", metavar="FILE", help="write here (default: stdout)")
+    export.set_defaults(func=_main(_export))
+    verify = actions.add_parser(
+        "verify",
+        help="check every chain and checkpoint; name the first break",
+        description="Verify the event store of the service's settings (keys from APP_ENC_KEY), "
+        "or with --bundle an exported bundle offline, with --public-key only. Exit status 0: "
+        "verified; 1: a break (changed, missing, reordered, unsigned, bad signature); 2: could "
+        "not verify.",
+    )
+    verify.add_argument("--bundle", metavar="FILE", help="an exported bundle, or - for stdin")
+    verify.add_argument(
+        "--public-key",
+        action="append",
+        metavar="BASE64|FILE",
+        help="an audit public key (repeat for rotated keys)",
+    )
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.set_defaults(func=_main(_verify))

@@ -1,0 +1,266 @@
+"""Proof by tampering: records changed directly in SQLite and in PostgreSQL, then
+``fetcher audit verify`` (the real entry point) names each break; an untouched store, and a
+store written before chaining, verify clean."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import psycopg
+import pytest
+
+from adapters.audit.checkpoints import SqlCheckpointStore
+from adapters.common.postgres import PostgresAddress
+from adapters.crypto.audit_signing import AuditKeys, encode_public
+from adapters.crypto.keys import KeyRing
+from adapters.eventstore.store import EventsourcingJobEventStore
+from domain import job as jobs
+from domain.audit_chain import parse_state
+from tests.integration.conftest import fresh_pg_database
+from tests.support.audit_trail import audit_request, audited_history, record_jobs
+from tests.support.twins import MASTER_KEY, FakeClock
+
+FETCHER = str(Path(sys.executable).parent / "fetcher")
+KEYS = AuditKeys.from_ring(KeyRing(MASTER_KEY))
+
+
+@dataclass
+class Backend:
+    """One event store database, reached by the service's settings and by raw SQL."""
+
+    env: dict[str, str]
+    database: PostgresAddress | Path
+    execute: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+    param: str
+    position: str
+    """The column of the log position (rowid on SQLite)."""
+
+    def job_key(self, job: UUID) -> object:
+        return job.hex if isinstance(self.database, Path) else job
+
+    def row(self, job: UUID, version: int) -> tuple[str, bytes]:
+        p = self.param
+        [(topic, state)] = self.execute(
+            f"SELECT topic, state FROM stored_events WHERE originator_id = {p} "
+            f"AND originator_version = {p}",
+            (self.job_key(job), version),
+        )
+        return topic, bytes(state)
+
+    def write(self, job: UUID, version: int, topic: str, state: bytes) -> None:
+        p = self.param
+        self.execute(
+            f"UPDATE stored_events SET topic = {p}, state = {p} WHERE originator_id = {p} "
+            f"AND originator_version = {p}",
+            (topic, state, self.job_key(job), version),
+        )
+
+
+def _sqlite(path: Path) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def execute(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(path) as con:
+            return con.execute(statement, params).fetchall()
+
+    return execute
+
+
+def _postgres(url: str) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def execute(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with psycopg.connect(url, autocommit=True) as con:
+            cur = con.execute(statement.encode(), params)
+            return cur.fetchall() if cur.description else []
+
+    return execute
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        path = tmp_path / "fetcher.sqlite3"
+        yield Backend({"FETCHER_DATA_DIR": str(tmp_path)}, path, _sqlite(path), "?", "rowid")
+        return
+    with fresh_pg_database("fetcher_audit_test") as url:
+        yield Backend(
+            {"FETCHER_DATABASE_URL": url},
+            PostgresAddress.from_url(url),
+            _postgres(url),
+            "%s",
+            "notification_id",
+        )
+
+
+async def _history(backend: Backend, **kwargs: int) -> list[UUID]:
+    store = EventsourcingJobEventStore.for_database(backend.database)
+    checkpoints = SqlCheckpointStore.for_database(backend.database)
+    try:
+        await store.open()
+        await checkpoints.create_schema()
+        return await audited_history(store, checkpoints, KEYS, **kwargs)
+    finally:
+        await checkpoints.close()
+        await store.close()
+
+
+def _verify(backend: Backend, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FETCHER_", "APP_ENC_", "DATASOURCE_"))
+    }
+    env.update(backend.env, APP_ENC_KEY=MASTER_KEY)
+    return subprocess.run(
+        [FETCHER, "audit", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def _first_break(backend: Backend) -> str:
+    result = _verify(backend, "verify")
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("FAIL"))
+    return line.removeprefix("FAIL: first break: ")
+
+
+async def test_an_untouched_store_verifies(backend: Backend) -> None:
+    await _history(backend)
+    result = _verify(backend, "verify")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK" in result.stdout and "job events: 18, jobs: 6" in result.stdout
+
+
+async def test_an_altered_fact_is_named_changed(backend: Backend) -> None:
+    ids = await _history(backend)
+    topic, state = backend.row(ids[2], 2)
+    backend.write(ids[2], 2, topic, state.replace(b'"w1"', b'"w9"'))
+    assert _first_break(backend).startswith(f"changed: job {ids[2]}, version 2,")
+
+
+async def test_a_deleted_event_is_named_missing(backend: Backend) -> None:
+    ids = await _history(backend)
+    backend.execute(
+        f"DELETE FROM stored_events WHERE originator_id = {backend.param} "
+        f"AND originator_version = 2",
+        (backend.job_key(ids[1]),),
+    )
+    assert _first_break(backend).startswith(f"missing: job {ids[1]}, version 2,")
+
+
+async def test_two_swapped_events_are_named_reordered(backend: Backend) -> None:
+    ids = await _history(backend)
+    second, third = backend.row(ids[3], 2), backend.row(ids[3], 3)
+    backend.write(ids[3], 2, *third)
+    backend.write(ids[3], 3, *second)
+    assert _first_break(backend).startswith(f"reordered: job {ids[3]}, version 2,")
+
+
+async def test_a_deleted_job_is_named_missing(backend: Backend) -> None:
+    ids = await _history(backend)
+    backend.execute(
+        f"DELETE FROM stored_events WHERE originator_id = {backend.param}",
+        (backend.job_key(ids[0]),),
+    )
+    assert _first_break(backend).startswith(f"missing: job {ids[0]}, version 1:")
+
+
+async def test_a_truncated_tail_is_named_missing(backend: Backend) -> None:
+    ids = await _history(backend)
+    [(last,)] = backend.execute(f"SELECT max({backend.position}) FROM stored_events", ())
+    backend.execute(
+        f"DELETE FROM stored_events WHERE {backend.position} > {backend.param}", (last - 2,)
+    )
+    # The last two records were the last job's claim and failure.
+    assert _first_break(backend).startswith(f"missing: job {ids[-1]}, version 2:")
+
+
+async def test_a_replaced_checkpoint_signature_is_named(backend: Backend) -> None:
+    await _history(backend)
+    positions = [
+        p
+        for (p,) in backend.execute(
+            "SELECT position FROM fetcher_audit_checkpoints ORDER BY position", ()
+        )
+    ]
+    p = backend.param
+    [(other,)] = backend.execute(
+        f"SELECT signature FROM fetcher_audit_checkpoints WHERE position = {p}", (positions[0],)
+    )
+    backend.execute(
+        f"UPDATE fetcher_audit_checkpoints SET signature = {p} WHERE position = {p}",
+        (other, positions[1]),
+    )
+    assert _first_break(backend).startswith(f"bad signature: position {positions[1]}:")
+
+
+async def test_a_store_written_before_chaining_verifies_as_unchained(backend: Backend) -> None:
+    store = EventsourcingJobEventStore.for_database(backend.database)
+    try:
+        ids = await record_jobs(store, FakeClock(), 2)
+    finally:
+        await store.close()
+    # As the version before chaining wrote them: no digests, the older class versions.
+    for job in ids:
+        for version in (1, 2, 3):
+            topic, raw = backend.row(job, version)
+            state = json.loads(raw)
+            del state["prev_digest"], state["digest"]
+            state["class_version"] = 2 if version == 1 else 1
+            if version > 1:
+                del state["class_version"]
+            backend.write(job, version, topic, json.dumps(state).encode())
+    [(old_end,)] = backend.execute(f"SELECT max({backend.position}) FROM stored_events", ())
+    await _history(backend)
+    result = _verify(backend, "verify")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"unchained before position {old_end + 1}: 6 job events" in result.stdout
+
+
+async def test_an_exported_bundle_verifies_offline_and_its_tampering_shows(
+    backend: Backend, tmp_path: Path
+) -> None:
+    ids = await _history(backend)
+    bundle = tmp_path / "bundle.jsonl"
+    exported = _verify(backend, "export", "--out", str(bundle))
+    assert exported.returncode == 0, exported.stderr
+    public = KEYS.signer.public_key
+    offline = ["verify", "--bundle", str(bundle), "--public-key", encode_public(public)]
+    result = _verify(backend, *offline)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = bundle.read_text().splitlines()
+    victim = next(i for i, x in enumerate(lines) if str(ids[4]) in x and '"version": 3' in x)
+    lines[victim] = lines[victim].replace("boom 4", "fine")
+    bundle.write_text("\n".join(lines) + "\n")
+    result = _verify(backend, *offline)
+    assert result.returncode == 1
+    assert f"changed: job {ids[4]}, version 3" in result.stdout
+
+
+async def test_a_process_that_did_not_read_the_job_links_to_its_stored_head(
+    backend: Backend,
+) -> None:
+    """A store instance may append a job's next event without having read the job: the
+    previous event's digest is then read from the database."""
+    clock = FakeClock()
+    requested = jobs.request_job(uuid4(), audit_request(), clock.now())
+    first = EventsourcingJobEventStore.for_database(backend.database)
+    try:
+        await first.append([requested])
+    finally:
+        await first.close()
+    second = EventsourcingJobEventStore.for_database(backend.database)
+    try:
+        job = jobs.apply(requested, None)
+        await second.append([jobs.claim(job, "w1", clock.now(), timedelta(minutes=1))])
+    finally:
+        await second.close()
+    _, one = backend.row(requested.originator_id, 1)
+    _, two = backend.row(requested.originator_id, 2)
+    assert parse_state(two)["prev_digest"] == parse_state(one)["digest"] != ""
