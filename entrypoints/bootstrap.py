@@ -87,18 +87,21 @@ RELAY_POLL_SECONDS = 0.2
 """A relay without the API in its process is never woken by a new job, so it looks more often."""
 
 
-def datasource_engines() -> dict[DatabaseType, Callable[[], DatasourceReader]]:
-    """The engine adapter of each database type this build can read, built on first use."""
+def datasource_engines(
+    pool_size: int = 4, pool_idle_seconds: float = 60.0
+) -> dict[DatabaseType, Callable[[], DatasourceReader]]:
+    """The engine adapter of each database type this build can read, built on first use; the
+    pooling engines keep up to ``pool_size`` connections per stored connection version."""
 
     def postgres() -> DatasourceReader:
         from adapters.datasources.postgres.reader import PostgresReader
 
-        return PostgresReader()
+        return PostgresReader(pool_size=pool_size, pool_idle_seconds=pool_idle_seconds)
 
     def mysql() -> DatasourceReader:
         from adapters.datasources.mysql.reader import MySqlReader
 
-        return MySqlReader()
+        return MySqlReader(pool_size=pool_size, pool_idle_seconds=pool_idle_seconds)
 
     def sql_server() -> DatasourceReader:
         from adapters.datasources.mssql.reader import SqlServerReader
@@ -219,11 +222,13 @@ async def bootstrap(
             storage = await stack.enter_async_context(open_result_storage(settings))
 
         options = settings.connections
-        engines = datasource_engines()
+        engines = datasource_engines(options.pool_size, options.pool_idle_seconds)
         if host_guard is None and options.ssrf_guard:
             host_guard = NetworkHostGuard()
         if reader is None:
-            reader = EngineRegistry(engines)
+            registry = EngineRegistry(engines)
+            stack.push_async_callback(registry.aclose)
+            reader = registry
             if host_guard is not None:
                 reader = GuardedDatasourceReader(reader, host_guard)
         directory = ConnectionDirectory(

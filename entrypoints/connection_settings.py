@@ -57,6 +57,13 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _non_negative(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if raw in ("0", "+0", "-0"):
+        return 0
+    return _positive(env, name, default)
+
+
 def _options(prefix: str, raw: str) -> dict[str, str]:
     options: dict[str, str] = {}
     for pair in raw.split("&"):
@@ -149,6 +156,11 @@ class ConnectionSettings:
     max_pagination_months: int = 1
     internal: tuple[InternalDatasource, ...] = ()
     multi_tenant: bool = False
+    pool_size: int = 4
+    """``FETCHER_DATASOURCE_POOL_SIZE``: open connections kept per stored connection version (per
+    tenant); 0 opens and closes one for every use."""
+    pool_idle_seconds: int = 60
+    """``FETCHER_DATASOURCE_POOL_IDLE_SECONDS``: how long a kept connection may stay unused."""
     """Internal datasources are then seen only by the tenants each lists (``_TENANTS``)."""
 
     def internal_visibility(self) -> dict[str, frozenset[str]] | None:
@@ -169,4 +181,6 @@ class ConnectionSettings:
             max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),
             internal=internal_datasources(env),
             multi_tenant=multi_tenant,
+            pool_size=_non_negative(env, "FETCHER_DATASOURCE_POOL_SIZE", 4),
+            pool_idle_seconds=_positive(env, "FETCHER_DATASOURCE_POOL_IDLE_SECONDS", 60),
         )

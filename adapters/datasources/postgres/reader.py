@@ -10,8 +10,9 @@ yield nothing (reference §10.3 item 26).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from itertools import starmap
 from typing import Unpack
 
@@ -19,13 +20,20 @@ import asyncpg
 import msgspec
 
 from adapters.datasources.common.encoding import paused_gc
+from adapters.datasources.common.pools import ConnectionPools
 from adapters.datasources.common.reader_base import (
     EngineReader,
     ReaderSettings,
     discovery_failed,
     on_connection,
 )
-from adapters.datasources.postgres.connection import close, connect, unavailable
+from adapters.datasources.postgres.connection import (
+    close,
+    close_pool,
+    connect,
+    open_pool,
+    unavailable,
+)
 from adapters.datasources.postgres.statements import (
     DEFAULT_SCHEMA_NAME,
     DISCOVER_SQL,
@@ -33,10 +41,11 @@ from adapters.datasources.postgres.statements import (
     discovered_schema,
     select_statement,
 )
-from adapters.datasources.postgres.values import register_codecs
+from adapters.datasources.postgres.values import ALL_CODEC_TYPES, register_codecs
 from application.errors import DatasourceQueryFailed
 from application.ports.datasource_reader import PreparedReads, RowChunk
 from domain.connection import Endpoint
+from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
@@ -46,12 +55,48 @@ _BEGIN_SQL = (
 )
 
 
+async def _with_codecs(connection: asyncpg.Connection) -> None:
+    """Every decoder the extraction needs, registered once per connection."""
+    await register_codecs(connection, ALL_CODEC_TYPES)
+
+
+async def _connect_with_codecs(endpoint: Endpoint, timeout: float) -> asyncpg.Connection:
+    connection = await connect(endpoint, timeout)
+    try:
+        await _with_codecs(connection)
+    except BaseException:
+        await close(connection)
+        raise
+    return connection
+
+
 class PostgresReader(EngineReader[Statement]):
-    """Reads PostgreSQL datasources. Holds no connection between calls."""
+    """Reads PostgreSQL datasources. Discovery and extraction of a stored connection lease a
+    connection from its pool (``common.pools``); ``test`` always opens a fresh one, so it
+    proves the credentials as they are now."""
 
     def __init__(self, **settings: Unpack[ReaderSettings]) -> None:
         super().__init__(**settings)
         self._encoder = msgspec.json.Encoder()
+        timeout = self._connect_timeout
+        self._pools: ConnectionPools[asyncpg.Pool, asyncpg.Connection] = ConnectionPools(
+            open_pool=lambda endpoint, size, idle: open_pool(
+                endpoint, size, idle, timeout, _with_codecs
+            ),
+            close_pool=close_pool,
+            connect=lambda endpoint: _connect_with_codecs(endpoint, timeout),
+            close=close,
+            failure=unavailable,
+            size=self._pool_size,
+            idle_seconds=self._pool_idle_seconds,
+        )
+
+    @property
+    def pools(self) -> ConnectionPools[asyncpg.Pool, asyncpg.Connection]:
+        return self._pools
+
+    async def aclose(self) -> None:
+        await self._pools.aclose()
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:
         await on_connection(
@@ -64,13 +109,16 @@ class PostgresReader(EngineReader[Statement]):
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         schemas = list(scope) or [endpoint.schema or DEFAULT_SCHEMA_NAME]
-        records = await on_connection(
-            lambda: connect(endpoint, self._connect_timeout),
-            lambda connection: connection.fetch(DISCOVER_SQL, schemas),
-            close,
-            timeout=self._discover_timeout,
-            failure=discovery_failed,
-        )
+        try:
+            async with (
+                asyncio.timeout(self._discover_timeout),
+                self._pools.connection(endpoint) as connection,
+            ):
+                records = await connection.fetch(DISCOVER_SQL, schemas)
+        except FetcherError:
+            raise
+        except Exception as error:
+            raise discovery_failed(error) from error
         return discovered_schema(records)
 
     def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
@@ -82,20 +130,19 @@ class PostgresReader(EngineReader[Statement]):
         statements = prepared.steps
         if not statements:
             return
-        types: set[str] = set().union(*(statement.types for statement in statements))
-        connection = await connect(endpoint, self._connect_timeout)
-        try:
+        async with self._pools.connection(endpoint) as connection:
             try:
-                await register_codecs(connection, types)
                 await connection.execute(_BEGIN_SQL, timeout=self._query_timeout)
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
                 raise DatasourceQueryFailed() from error
-            for statement in statements:
-                async with aclosing(self._stream(connection, statement)) as chunks:
-                    async for chunk in chunks:
-                        yield chunk
-        finally:
-            await close(connection)
+            try:
+                for statement in statements:
+                    async with aclosing(self._stream(connection, statement)) as chunks:
+                        async for chunk in chunks:
+                            yield chunk
+            finally:
+                with suppress(Exception):  # a pooled connection goes back without the snapshot
+                    await connection.execute("ROLLBACK", timeout=self._query_timeout)
 
     async def _stream(
         self, connection: asyncpg.Connection, statement: Statement

@@ -63,6 +63,8 @@ _NATIVE = frozenset({
 
 _FLOAT_TYPES = frozenset({"real", "double precision", "_float4", "_float8"})
 _JSON_TYPES = frozenset({"json", "jsonb", "_json", "_jsonb"})
+ALL_CODEC_TYPES = {"double precision", "json"}
+"""Column types that make ``register_codecs`` register every decoder it has."""
 
 
 def output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any]:
