@@ -375,10 +375,16 @@ def cpu_seconds(pid: int | None) -> float:
 def s3_server_pid() -> int | None:
     """The nanio process deploy/services.sh started, read only for its CPU time."""
     port = urlsplit(S3_ENDPOINT).port or 80
-    with suppress(OSError, ValueError):
-        pid = int((ROOT / ".ci-state" / f"nanio-{port}.pid").read_text().strip())
-        if Path(f"/proc/{pid}").exists():
-            return pid
+    roots = [ROOT]
+    with suppress(OSError, subprocess.CalledProcessError):  # a worktree: the main checkout's
+        roots.append(
+            Path(_git("rev-parse", "--path-format=absolute", "--git-common-dir").strip()).parent
+        )
+    for root in roots:
+        with suppress(OSError, ValueError):
+            pid = int((root / ".ci-state" / f"nanio-{port}.pid").read_text().strip())
+            if Path(f"/proc/{pid}").exists():
+                return pid
     return None
 
 
