@@ -33,6 +33,8 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -75,7 +77,7 @@ class Roles:
         self.api = f"http://{env['SERVER_ADDRESS']}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def spawn(self, name: str) -> None:
+    def spawn(self, name: str, extra: dict[str, str] | None = None) -> None:
         role = name.split("-")[0]
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -84,7 +86,12 @@ class Roles:
             self.procs[name] = subprocess.Popen(
                 ["nice", "-n", "5", FETCHER, role],
                 cwd=self.env.get("FETCHER_BENCH_TREE", ROOT),
-                env={**self.env, "HEALTH_PORT": str(health_port), "READYZ_DRAIN_DELAY_SEC": "1"},
+                env={
+                    **self.env,
+                    **(extra or {}),
+                    "HEALTH_PORT": str(health_port),
+                    "READYZ_DRAIN_DELAY_SEC": "1",
+                },
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -251,12 +258,18 @@ async def _measure(run: Run, roles: Roles, workers: int, args: argparse.Namespac
         posted = await _post_all(client, 0, args.jobs, args.clients)
         drain_ids = [job_id for job_id, _ in posted]
         names = [f"worker-{i}" for i in range(workers)]
+        spans = {"OTEL_TRACES_EXPORTER": "console"} if args.spans else None
         for name in names:
-            roles.spawn(name)
+            roles.spawn(name, spans)
         roles.wait_ready(names)
         cpu_before = roles.cpu()
+        profilers = [_profiler(roles, name, args.profile) for name in (names[0], "relay")]
         await events.wait_for(drain_ids, 60 + args.jobs)
         cpu_after = roles.cpu()
+        for profiler in profilers:
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait(timeout=30)
         arrivals = sorted(events.arrived[i][0] for i in drain_ids)
         drain_rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
         sample = drain_ids[:: max(1, len(drain_ids) // 25)]
@@ -269,6 +282,7 @@ async def _measure(run: Run, roles: Roles, workers: int, args: argparse.Namespac
         await events.wait_for(live_ids, 60 + args.live)
         latencies = [events.arrived[i][0] - t for i, t in live]
         live_end = max(events.arrived[i][0] for i in live_ids)
+    stages = _span_medians([roles.logs / f"{n}.log" for n in names]) if args.spans else {}
     per_job = {
         name: (cpu_after[name] - cpu_before.get(name, 0.0)) / args.jobs * 1000 for name in cpu_after
     }
@@ -282,6 +296,7 @@ async def _measure(run: Run, roles: Roles, workers: int, args: argparse.Namespac
         "live_rate": len(live_ids) / (live_end - started),
         "live_p50_ms": _percentile(latencies, 0.5) * 1000,
         "live_p99_ms": _percentile(latencies, 0.99) * 1000,
+        "stages_ms": stages,
         "cpu_ms": {
             "workers": worker_cpu,
             "relay": per_job.get("relay", 0.0),
@@ -289,6 +304,39 @@ async def _measure(run: Run, roles: Roles, workers: int, args: argparse.Namespac
             "s3": per_job.get("s3", 0.0),
         },
     }
+
+
+def _profiler(roles: Roles, name: str, folder: str | None) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling ``name`` into ``folder/<name>.txt`` (collapsed stacks) until SIGINT."""
+    if not folder:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    out = Path(folder) / f"{name}-{len(roles.procs)}.txt"
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    command = [spy, "record", "--pid", str(roles.procs[name].pid), "--format", "raw"]
+    command += ["--rate", "200", "--nonblocking", "--output", str(out)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _span_medians(logs: list[Path]) -> dict[str, float]:
+    """Median duration in ms of each span name the workers printed (console exporter)."""
+    decoder = json.JSONDecoder()
+    durations: dict[str, list[float]] = {}
+    for log in logs:
+        text = log.read_text(errors="replace")
+        at = text.find('{\n    "name"')
+        while at >= 0:
+            try:
+                span, end = decoder.raw_decode(text, at)
+            except ValueError:
+                end = at + 1
+            else:
+                begin = datetime.fromisoformat(span["start_time"].replace("Z", "+00:00"))
+                finish = datetime.fromisoformat(span["end_time"].replace("Z", "+00:00"))
+                took = (finish - begin).total_seconds() * 1000
+                durations.setdefault(span["name"], []).append(took)
+            at = text.find('{\n    "name"', end)
+    return {name: statistics.median(values) for name, values in sorted(durations.items())}
 
 
 def one_config(run: Run, workers: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -352,6 +400,10 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, run: Run) ->
             f"| {r['live_p99_ms']:.0f} ms | {cpu['workers']:.1f}, {cpu['relay']:.1f}, "
             f"{cpu['api']:.1f}, {cpu['s3']:.1f} |"
         )
+    for r in results:
+        if r["stages_ms"]:
+            spans = ", ".join(f"{k} {v:.1f}" for k, v in r["stages_ms"].items())
+            print(f"spans of {r['workers']} worker(s), median ms: {spans}")
 
 
 def main() -> None:
@@ -361,6 +413,12 @@ def main() -> None:
     parser.add_argument("--live", type=int, default=200)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--at", default=None)
+    parser.add_argument(
+        "--profile", metavar="DIR", help="py-spy the first worker and the relay while draining"
+    )
+    parser.add_argument(
+        "--spans", action="store_true", help="workers print their spans; report their medians"
+    )
     args = parser.parse_args()
     args.load_before = os.getloadavg()
     asyncio.run(_prepare_source())

@@ -24,6 +24,7 @@ from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
 from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
+from application.cached_discovery import SchemaCachingReader
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.connection_directory import ConnectionDirectory, internal_id
@@ -267,11 +268,15 @@ async def bootstrap(
         if Role.WORKER in roles:
             if storage is None:
                 raise SettingsError("the worker needs result storage")
+            job_reader = reader
+            if options.worker_schema_ttl_seconds > 0:
+                worker_schemas = InMemorySchemaCache(options.worker_schema_ttl_seconds)
+                job_reader = SchemaCachingReader(reader, worker_schemas)
             run_job = RunJob(
                 store=store,
                 directory=directory,
                 endpoints=endpoints,
-                reader=reader,
+                reader=job_reader,
                 sealer=AesGcmResultSealer.from_ring(ring),
                 storage=storage,
                 clock=clock,

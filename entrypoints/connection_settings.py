@@ -161,6 +161,9 @@ class ConnectionSettings:
     tenant); 0 opens and closes one for every use."""
     pool_idle_seconds: int = 60
     """``FETCHER_DATASOURCE_POOL_IDLE_SECONDS``: how long a kept connection may stay unused."""
+    worker_schema_ttl_seconds: int = 10
+    """``FETCHER_WORKER_SCHEMA_TTL_SECONDS``: how long a worker reuses a discovered schema for
+    the jobs of one connection version; 0 discovers for every job."""
     """Internal datasources are then seen only by the tenants each lists (``_TENANTS``)."""
 
     def internal_visibility(self) -> dict[str, frozenset[str]] | None:
@@ -183,4 +186,5 @@ class ConnectionSettings:
             multi_tenant=multi_tenant,
             pool_size=_non_negative(env, "FETCHER_DATASOURCE_POOL_SIZE", 4),
             pool_idle_seconds=_positive(env, "FETCHER_DATASOURCE_POOL_IDLE_SECONDS", 60),
+            worker_schema_ttl_seconds=_non_negative(env, "FETCHER_WORKER_SCHEMA_TTL_SECONDS", 10),
         )

@@ -286,6 +286,12 @@ SETTINGS: tuple[Setting, ...] = (
         STORAGE_ROLES,
     ),
     Setting(
+        "FETCHER_WORKER_SCHEMA_TTL_SECONDS",
+        "10",
+        "how long a worker reuses a discovered schema for one connection version (0: never)",
+        frozenset({SERVE, WORKER}),
+    ),
+    Setting(
         "FETCHER_DATASOURCE_POOL_IDLE_SECONDS",
         "60",
         "how long a kept datasource connection (or an unused pool) stays open",
