@@ -638,7 +638,16 @@ async def _candidate(run: Run, service: Service, table: str, rows: int) -> dict[
     }
 
 
-def candidate_round(run: Run, table: str, rows: int) -> dict[str, Any]:
+CANDIDATES = {
+    "candidate": {},
+    # The same service with every table encoded in the worker (no server-built JSON).
+    "cand_python": {"FETCHER_PG_SERVER_JSON": "false"},
+}
+
+
+def candidate_round(
+    run: Run, table: str, rows: int, extra_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Fresh event store and processes for one measured job; all removed again."""
     run.stores += 1
     store_db = f"fetcher_bench_store_{run.id}_{run.stores}"
@@ -646,7 +655,7 @@ def candidate_round(run: Run, table: str, rows: int) -> dict[str, Any]:
     asyncio.run(_admin(f'CREATE DATABASE "{store_db}"'))
     logs = run.logs / f"round-{run.stores}"
     logs.mkdir()
-    service = Service(run.service_env(store_db), logs)
+    service = Service({**run.service_env(store_db), **(extra_env or {})}, logs)
     try:
         service.start()
         return asyncio.run(_candidate(run, service, table, rows))
@@ -669,8 +678,8 @@ def one_round(run: Run, rows: int, variants: tuple[str, ...]) -> dict[str, dict[
     sample = sample_ids(rows)
     results: dict[str, dict[str, Any]] = {}
     for variant in variants:
-        if variant == "candidate":
-            out = candidate_round(run, table, rows)
+        if variant in CANDIDATES:
+            out = candidate_round(run, table, rows, CANDIDATES[variant])
             checked = verify(out["key"], out["hmac"], table, sample, run.env)
             expected = {"rows": rows, "ids": [rows, 1, rows], "bytes": out["bytes"]}
             if any(checked[k] != v for k, v in expected.items()):
@@ -690,7 +699,7 @@ def one_round(run: Run, rows: int, variants: tuple[str, ...]) -> dict[str, dict[
 
 
 def describe(variant: str, out: dict[str, Any]) -> str:
-    if variant != "candidate":
+    if variant not in CANDIDATES:
         stages = ", ".join(f"{k} {v:.2f} s" for k, v in out.get("stages", {}).items())
         return f"{out['seconds']:6.2f} s  peak {out['peak_kib'] / 1024:7.1f} MiB  {stages}"
     return (
@@ -712,9 +721,9 @@ def idle_peak(run: Run) -> float:
     return float(run_measured("idle", "none", [], run.env)["peak_kib"])
 
 
-def benchmark(run: Run, rows: int, rounds: int) -> None:
+def benchmark(run: Run, rows: int, rounds: int, python_too: bool = False) -> None:
     asyncio.run(prepare(rows))
-    variants = (*BASELINES, "candidate")
+    variants = (*BASELINES, "candidate", *(("cand_python",) if python_too else ()))
     history: list[dict[str, dict[str, Any]]] = []
     idles: list[float] = []
     for number in range(1, rounds + 1):
@@ -742,6 +751,9 @@ def benchmark(run: Run, rows: int, rounds: int) -> None:
         "candidate / R_naive": ("candidate", "R_naive"),
         "R_naive / B_json": ("R_naive", "B_json"),
     }
+    if python_too:
+        ratios["cand_python / B_json"] = ("cand_python", "B_json")
+        ratios["candidate / cand_python"] = ("candidate", "cand_python")
     print("\nmedian of per-round time ratios")
     for label, (top, bottom) in ratios.items():
         per_round = [r[top]["seconds"] / r[bottom]["seconds"] for r in history]
@@ -814,6 +826,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--memory-scaling", action="store_true")
     parser.add_argument(
+        "--python-too",
+        action="store_true",
+        help="also run the service with FETCHER_PG_SERVER_JSON=false (variant cand_python)",
+    )
+    parser.add_argument(
         "--at",
         metavar="REV",
         help="run the service as committed at REV (git archive), not the "
@@ -846,7 +863,7 @@ def main() -> None:
         if args.memory_scaling:
             memory_scaling(run, args.rounds)
         else:
-            benchmark(run, args.rows, args.rounds)
+            benchmark(run, args.rows, args.rounds, args.python_too)
         print(f"\nmeasured: {run.measured}")
         ok = True
     finally:

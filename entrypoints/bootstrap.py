@@ -89,15 +89,18 @@ RELAY_POLL_SECONDS = 0.2
 
 
 def datasource_engines(
-    pool_size: int = 4, pool_idle_seconds: float = 60.0
+    pool_size: int = 4, pool_idle_seconds: float = 60.0, server_json: bool = True
 ) -> dict[DatabaseType, Callable[[], DatasourceReader]]:
     """The engine adapter of each database type this build can read, built on first use; the
-    pooling engines keep up to ``pool_size`` connections per stored connection version."""
+    pooling engines keep up to ``pool_size`` connections per stored connection version;
+    ``server_json``: PostgreSQL builds the result JSON where it can."""
 
     def postgres() -> DatasourceReader:
         from adapters.datasources.postgres.reader import PostgresReader
 
-        return PostgresReader(pool_size=pool_size, pool_idle_seconds=pool_idle_seconds)
+        return PostgresReader(
+            server_json=server_json, pool_size=pool_size, pool_idle_seconds=pool_idle_seconds
+        )
 
     def mysql() -> DatasourceReader:
         from adapters.datasources.mysql.reader import MySqlReader
@@ -223,7 +226,9 @@ async def bootstrap(
             storage = await stack.enter_async_context(open_result_storage(settings))
 
         options = settings.connections
-        engines = datasource_engines(options.pool_size, options.pool_idle_seconds)
+        engines = datasource_engines(
+            options.pool_size, options.pool_idle_seconds, options.server_json
+        )
         if host_guard is None and options.ssrf_guard:
             host_guard = NetworkHostGuard()
         if reader is None:

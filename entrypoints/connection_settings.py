@@ -161,6 +161,9 @@ class ConnectionSettings:
     tenant); 0 opens and closes one for every use."""
     pool_idle_seconds: int = 60
     """``FETCHER_DATASOURCE_POOL_IDLE_SECONDS``: how long a kept connection may stay unused."""
+    server_json: bool = True
+    """``FETCHER_PG_SERVER_JSON``: PostgreSQL builds the result JSON of the tables whose types
+    it writes byte for byte as the Python encoder does (``COPY`` of ``row_to_json``)."""
     worker_schema_ttl_seconds: int = 10
     """``FETCHER_WORKER_SCHEMA_TTL_SECONDS``: how long a worker reuses a discovered schema for
     the jobs of one connection version; 0 discovers for every job."""
@@ -175,7 +178,12 @@ class ConnectionSettings:
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str], *, ssrf_guard: bool, multi_tenant: bool = False
+        cls,
+        env: Mapping[str, str],
+        *,
+        ssrf_guard: bool,
+        multi_tenant: bool = False,
+        server_json: bool = True,
     ) -> ConnectionSettings:
         return cls(
             schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),
@@ -184,6 +192,7 @@ class ConnectionSettings:
             max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),
             internal=internal_datasources(env),
             multi_tenant=multi_tenant,
+            server_json=server_json,
             pool_size=_non_negative(env, "FETCHER_DATASOURCE_POOL_SIZE", 4),
             pool_idle_seconds=_positive(env, "FETCHER_DATASOURCE_POOL_IDLE_SECONDS", 60),
             worker_schema_ttl_seconds=_non_negative(env, "FETCHER_WORKER_SCHEMA_TTL_SECONDS", 10),

@@ -286,6 +286,12 @@ SETTINGS: tuple[Setting, ...] = (
         STORAGE_ROLES,
     ),
     Setting(
+        "FETCHER_PG_SERVER_JSON",
+        "true",
+        "PostgreSQL builds the result JSON where it writes the same bytes (COPY of row_to_json)",
+        frozenset({SERVE, WORKER}),
+    ),
+    Setting(
         "FETCHER_WORKER_SCHEMA_TTL_SECONDS",
         "10",
         "how long a worker reuses a discovered schema for one connection version (0: never)",

@@ -31,7 +31,7 @@ P = TypeVar("P", bound="Pool[Any]")
 
 
 class Pool(Protocol[C]):  # type: ignore[misc]
-    """What asyncpg's and aiomysql's pools both offer."""
+    """What asyncpg's pool and ``SimplePool`` both offer."""
 
     def acquire(self) -> AbstractAsyncContextManager[C]: ...
 
@@ -167,3 +167,62 @@ class ConnectionPools(Generic[P, C]):
             self._retire(key)
         if self._retiring:
             await asyncio.gather(*self._retiring, return_exceptions=True)
+
+
+class SimplePool(Generic[C]):
+    """A bounded pool over a driver's own connect and close, for drivers whose pool cannot open
+    the connections the engine needs (aiomysql's pool cannot take a connection class). At most
+    ``size`` connections are leased at once; a returned one waits idle (newest first) and is
+    closed when found idle for longer than ``idle_seconds``. A lease that ends with an error
+    (or is abandoned) ``drop``s its connection instead of returning it, since its session may
+    be in any state. After ``close``, idle connections are closed and leased ones are closed
+    when they come back."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[C]],
+        close: Callable[[C], Awaitable[None]],
+        drop: Callable[[C], None],
+        *,
+        size: int,
+        idle_seconds: float,
+    ) -> None:
+        self._connect = connect
+        self._close = close
+        self._drop = drop
+        self._slots = asyncio.Semaphore(size)
+        self._idle_seconds = idle_seconds
+        self._idle: list[tuple[C, float]] = []
+        self._closed = False
+
+    def acquire(self) -> AbstractAsyncContextManager[C]:
+        return self._lease()
+
+    @asynccontextmanager
+    async def _lease(self) -> AsyncIterator[C]:
+        async with self._slots:
+            connection = await self._take()
+            try:
+                yield connection
+            except BaseException:
+                self._drop(connection)
+                raise
+            if self._closed:
+                await self._close(connection)
+            else:
+                self._idle.append((connection, time.monotonic()))
+
+    async def _take(self) -> C:
+        now = time.monotonic()
+        while self._idle:
+            connection, since = self._idle.pop()
+            if now - since <= self._idle_seconds:
+                return connection
+            await self._close(connection)
+        return await self._connect()
+
+    async def close(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection, _ in idle:
+            await self._close(connection)
