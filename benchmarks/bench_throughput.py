@@ -23,7 +23,9 @@ Everything the run creates is removed at the end (processes, databases, the queu
 exchange, the S3 objects). Logs stay in ``/tmp/fetcher-bench-<id>-*`` when a run fails.
 
 Usage: .venv/bin/python benchmarks/bench_throughput.py [--workers 1,2,4] [--jobs 300]
-       [--live 200] [--clients 32] [--at REV]
+       [--live 200] [--clients 32] [--concurrency N] [--at REV] [--spans] [--profile DIR]
+``--spans`` has the workers print their spans (console exporter) and reports each span's median;
+``--profile DIR`` samples the first worker and the relay with py-spy while they drain.
 The machine is shared: run it under ``nice`` and read ``uptime`` (printed) with the figures.
 """
 
@@ -258,9 +260,11 @@ async def _measure(run: Run, roles: Roles, workers: int, args: argparse.Namespac
         posted = await _post_all(client, 0, args.jobs, args.clients)
         drain_ids = [job_id for job_id, _ in posted]
         names = [f"worker-{i}" for i in range(workers)]
-        spans = {"OTEL_TRACES_EXPORTER": "console"} if args.spans else None
+        extra = {"OTEL_TRACES_EXPORTER": "console"} if args.spans else {}
+        if args.concurrency:
+            extra["RABBITMQ_NUMBERS_OF_WORKERS"] = str(args.concurrency)
         for name in names:
-            roles.spawn(name, spans)
+            roles.spawn(name, extra)
         roles.wait_ready(names)
         cpu_before = roles.cpu()
         profilers = [_profiler(roles, name, args.profile) for name in (names[0], "relay")]
@@ -385,6 +389,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, run: Run) ->
     print(f"\nsmall jobs ({ROWS} rows), {args.jobs} drained + {args.live} live per row, "
           f"{args.clients} clients; measured: {run.measured}")  # fmt: skip
     print(f"load average before: {args.load_before}; after: {os.getloadavg()}")
+    if args.concurrency:
+        print(f"each worker runs {args.concurrency} jobs at once")
     head = (
         "| workers | drain jobs/s | scaling | worker run p50 | live jobs/s | live p50 | live p99 "
         "| CPU ms/job: workers, relay, api, S3 |"
@@ -413,6 +419,12 @@ def main() -> None:
     parser.add_argument("--live", type=int, default=200)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--at", default=None)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=0,
+        help="jobs each worker runs at once (RABBITMQ_NUMBERS_OF_WORKERS; default: the service's)",
+    )
     parser.add_argument(
         "--profile", metavar="DIR", help="py-spy the first worker and the relay while draining"
     )
