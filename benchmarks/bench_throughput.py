@@ -205,7 +205,7 @@ async def _post_all(client: Any, first: int, count: int, clients: int) -> list[t
                 "filters": {CONFIG: {f"public.{TABLE}": {"id": {"lte": [ROWS + n]}}}},
             }
             started = time.perf_counter()
-            for attempt in range(3):
+            for attempt in range(10):
                 response = await client.post(
                     "/v1/fetcher", json={"dataRequest": request, "metadata": {"source": PRODUCT}}
                 )
