@@ -204,3 +204,25 @@ async def test_a_pooled_session_goes_back_without_its_snapshot() -> None:
         await admin.execute("DELETE FROM t WHERE id = 11")
         await admin.close()
         await reader.aclose()
+
+
+async def test_a_kept_session_the_server_closed_is_replaced_without_failing_the_job() -> None:
+    reader = PostgresReader(pool_size=1)
+    try:
+        endpoint = _endpoint(connection_id=uuid.uuid4())
+        schema = await reader.discover(endpoint, ["public"])
+        read = table_read(schema, next(k for k in schema.tables if k.endswith("t")))
+        assert len(await extract_rows(reader, endpoint, read)) == 10
+        (pid,) = await _sessions()
+        admin = await pg_admin()
+        try:
+            await admin.execute("SELECT pg_terminate_backend($1)", pid)
+        finally:
+            await admin.close()
+        assert await sessions_settle(_count, 0) == 0
+        # No discovery first (as with a cached schema): the pool notices the closed session
+        # and the extraction reads on a new one.
+        assert len(await extract_rows(reader, endpoint, read)) == 10
+        assert await _count() == 1
+    finally:
+        await reader.aclose()
