@@ -135,3 +135,24 @@ async def test_stopping_early_drops_the_pooled_session() -> None:
         assert await _job(reader, endpoint) == 20_000  # a fresh session serves the next job
     finally:
         await reader.aclose()
+
+
+async def test_a_kept_session_the_server_closed_is_replaced_without_failing_the_job() -> None:
+    reader = MySqlReader()
+    try:
+        endpoint = _endpoint(connection_id=uuid.uuid4())
+        schema = await reader.discover(endpoint, [])
+        read = table_read(schema, "t")
+        assert len(await extract_rows(reader, endpoint, read)) == 20_000
+        (session,) = await _sessions()
+        admin = await my_admin()
+        try:
+            async with admin.cursor() as cursor:
+                await cursor.execute(f"KILL {int(session)}")
+        finally:
+            admin.close()
+        assert await sessions_settle(_count, 0) == 0
+        # No discovery first (as with a cached schema): the extraction meets the closed session.
+        assert len(await extract_rows(reader, endpoint, read)) == 20_000
+    finally:
+        await reader.aclose()

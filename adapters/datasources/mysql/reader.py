@@ -50,6 +50,17 @@ _BEGIN_SQL = (
 _QUERY_ERRORS = (pymysql.err.MySQLError, OSError, TimeoutError, asyncio.IncompleteReadError)
 
 
+class _LostSession(Exception):
+    """A kept session turned out closed (the server's ``wait_timeout``, a restart, a KILL)."""
+
+
+def _lost(error: BaseException) -> bool:
+    if isinstance(error, asyncio.IncompleteReadError | ConnectionError):
+        return True
+    code = error.args[0] if error.args else None
+    return isinstance(error, pymysql.err.OperationalError) and code in (2006, 2013)
+
+
 def _drop(connection: aiomysql.Connection) -> None:
     connection.close()
 
@@ -143,23 +154,30 @@ class MySqlReader(EngineReader[Statement]):
             return
         # A lease that ends early or with an error drops its connection (``_drop``): an
         # unbuffered result would have to be read to its end before the session is usable.
-        async with self._pools.connection(endpoint) as connection:
+        for attempt in (1, 2):
             try:
-                async with asyncio.timeout(self._query_timeout):
-                    async with connection.cursor() as cursor:
-                        for sql in _BEGIN_SQL:
-                            await cursor.execute(sql)
-            except _QUERY_ERRORS as error:
-                raise DatasourceQueryFailed() from error
-            for statement in statements:
-                async with aclosing(self._stream(connection, statement)) as chunks:
-                    async for chunk in chunks:
-                        yield chunk
-            try:
-                async with asyncio.timeout(self._query_timeout):
-                    await connection.commit()  # ends the snapshot; the session is reusable
-            except _QUERY_ERRORS as error:
-                raise DatasourceQueryFailed() from error
+                async with self._pools.connection(endpoint) as connection:
+                    try:
+                        async with asyncio.timeout(self._query_timeout):
+                            async with connection.cursor() as cursor:
+                                for sql in _BEGIN_SQL:
+                                    await cursor.execute(sql)
+                    except _QUERY_ERRORS as error:
+                        if attempt == 1 and _lost(error):
+                            raise _LostSession() from error  # drops it; once more on a new one
+                        raise DatasourceQueryFailed() from error
+                    for statement in statements:
+                        async with aclosing(self._stream(connection, statement)) as chunks:
+                            async for chunk in chunks:
+                                yield chunk
+                    try:
+                        async with asyncio.timeout(self._query_timeout):
+                            await connection.commit()  # ends the snapshot; reusable again
+                    except _QUERY_ERRORS as error:
+                        raise DatasourceQueryFailed() from error
+                    return
+            except _LostSession:
+                continue
 
     async def _stream(
         self, connection: aiomysql.Connection, statement: Statement
