@@ -156,3 +156,21 @@ async def test_a_kept_session_the_server_closed_is_replaced_without_failing_the_
         assert len(await extract_rows(reader, endpoint, read)) == 20_000
     finally:
         await reader.aclose()
+
+
+async def test_discovery_on_a_kept_session_the_server_closed_succeeds() -> None:
+    reader = MySqlReader()
+    try:
+        endpoint = _endpoint(connection_id=uuid.uuid4())
+        assert "t" in (await reader.discover(endpoint, [])).tables
+        (session,) = await _sessions()
+        admin = await my_admin()
+        try:
+            async with admin.cursor() as cursor:
+                await cursor.execute(f"KILL {int(session)}")
+        finally:
+            admin.close()
+        assert await sessions_settle(_count, 0) == 0
+        assert "t" in (await reader.discover(endpoint, [])).tables
+    finally:
+        await reader.aclose()

@@ -132,11 +132,15 @@ class MySqlReader(EngineReader[Statement]):
             return records, checks
 
         try:
-            async with (
-                asyncio.timeout(self._discover_timeout),
-                self._pools.connection(endpoint) as connection,
-            ):
-                records, checks = await read(connection)
+            async with asyncio.timeout(self._discover_timeout):
+                for attempt in (1, 2):
+                    try:
+                        async with self._pools.connection(endpoint) as connection:
+                            records, checks = await read(connection)
+                        break
+                    except _QUERY_ERRORS as error:
+                        if attempt == 2 or not _lost(error):  # else: a closed kept session
+                            raise
         except FetcherError:
             raise
         except Exception as error:
