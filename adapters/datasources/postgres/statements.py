@@ -89,7 +89,7 @@ RULES = PostgresRules()
 @dataclass(frozen=True, slots=True)
 class Statement:
     """One table's read: SQL and values for asyncpg, the row type its records become, and the
-    column types it reads (the session registers their decoders)."""
+    column types it reads."""
 
     result_key: str
     sql: str
