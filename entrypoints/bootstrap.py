@@ -89,7 +89,7 @@ RELAY_POLL_SECONDS = 0.2
 
 
 def datasource_engines(
-    pool_size: int = 4, pool_idle_seconds: float = 60.0, server_json: bool = True
+    pool_size: int = 4, pool_idle_seconds: float = 60.0, server_json: bool = False
 ) -> dict[DatabaseType, Callable[[], DatasourceReader]]:
     """The engine adapter of each database type this build can read, built on first use; the
     pooling engines keep up to ``pool_size`` connections per stored connection version;

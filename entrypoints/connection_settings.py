@@ -161,9 +161,10 @@ class ConnectionSettings:
     tenant); 0 opens and closes one for every use."""
     pool_idle_seconds: int = 60
     """``FETCHER_DATASOURCE_POOL_IDLE_SECONDS``: how long a kept connection may stay unused."""
-    server_json: bool = True
+    server_json: bool = False
     """``FETCHER_PG_SERVER_JSON``: PostgreSQL builds the result JSON of the tables whose types
-    it writes byte for byte as the Python encoder does (``COPY`` of ``row_to_json``)."""
+    it writes byte for byte as the Python encoder does (``COPY`` of ``row_to_json``). Off by
+    default: measured slower than encoding in the worker (benchmarks/README.md)."""
     worker_schema_ttl_seconds: int = 10
     """``FETCHER_WORKER_SCHEMA_TTL_SECONDS``: how long a worker reuses a discovered schema for
     the jobs of one connection version; 0 discovers for every job."""
@@ -183,7 +184,7 @@ class ConnectionSettings:
         *,
         ssrf_guard: bool,
         multi_tenant: bool = False,
-        server_json: bool = True,
+        server_json: bool = False,
     ) -> ConnectionSettings:
         return cls(
             schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),

@@ -545,7 +545,7 @@ def _connection_settings(env: Mapping[str, str], *, multi_tenant: bool) -> Conne
             env,
             ssrf_guard=guard,
             multi_tenant=multi_tenant,
-            server_json=_bool(env, "FETCHER_PG_SERVER_JSON", default=True),
+            server_json=_bool(env, "FETCHER_PG_SERVER_JSON", default=False),
         )
     except ConnectionSettingsError as error:
         raise SettingsError(str(error)) from None

@@ -287,7 +287,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "FETCHER_PG_SERVER_JSON",
-        "true",
+        "false",
         "PostgreSQL builds the result JSON where it writes the same bytes (COPY of row_to_json)",
         frozenset({SERVE, WORKER}),
     ),

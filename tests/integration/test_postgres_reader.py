@@ -340,7 +340,7 @@ async def test_non_public_and_mixed_case_tables_are_read(
 
 
 async def test_large_table_streams_in_chunks_in_order(endpoint: Endpoint) -> None:
-    reader = PostgresReader(server_json=False)  # rows encoded in Python: chunks of chunk_rows
+    reader = PostgresReader()  # rows encoded in Python: chunks of chunk_rows
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_big"]
     read = TableRead(result_key="ds_big", table=table, columns=table.columns)
@@ -354,7 +354,7 @@ async def test_large_table_streams_in_chunks_in_order(endpoint: Endpoint) -> Non
 
 
 async def test_chunk_size_is_configurable(endpoint: Endpoint) -> None:
-    reader = PostgresReader(chunk_rows=1_000, server_json=False)
+    reader = PostgresReader(chunk_rows=1_000)
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_big"]
     read = TableRead(result_key="ds_big", table=table, columns=table.columns[:1])
@@ -399,7 +399,7 @@ async def _sessions_settle(expected: int) -> int:
 
 
 async def test_stopping_early_closes_the_connection(endpoint: Endpoint) -> None:
-    reader = PostgresReader(server_json=False)  # the first chunk: 10,000 rows
+    reader = PostgresReader()  # the first chunk: 10,000 rows
     schema = await reader.discover(endpoint, [])
     read = table_read(schema, "ds_big")
     await assert_stopping_early_closes_the_connection(reader, endpoint, read, _open_sessions)

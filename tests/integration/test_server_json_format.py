@@ -107,6 +107,10 @@ def databases() -> Iterator[None]:
         asyncio.run(drop_databases(DATABASE))
 
 
+def _server() -> PostgresReader:
+    return PostgresReader(server_json=True)
+
+
 async def _read(
     reader: PostgresReader | MySqlReader, endpoint: Endpoint, table: str, fields: list[str]
 ) -> tuple[bytes, bool]:
@@ -125,10 +129,8 @@ async def test_each_shared_type_gives_the_same_bytes_on_both_paths_and_engines(
     databases: None, name: str
 ) -> None:
     endpoint = pg_endpoint(DATABASE)
-    server, on_server = await _read(PostgresReader(), endpoint, "formats", ["id", name])
-    python, on_python = await _read(
-        PostgresReader(server_json=False), endpoint, "formats", ["id", name]
-    )
+    server, on_server = await _read(_server(), endpoint, "formats", ["id", name])
+    python, on_python = await _read(PostgresReader(), endpoint, "formats", ["id", name])
     mariadb, _ = await _read(MySqlReader(), my_endpoint(DATABASE), "formats", ["id", name])
     assert on_server is (name not in PYTHON_ONLY)
     assert not on_python
@@ -141,8 +143,8 @@ async def test_each_postgresql_type_gives_the_same_bytes_on_both_paths(
     databases: None, name: str
 ) -> None:
     endpoint = pg_endpoint(DATABASE)
-    server, on_server = await _read(PostgresReader(), endpoint, "only_pg", ["id", name])
-    python, _ = await _read(PostgresReader(server_json=False), endpoint, "only_pg", ["id", name])
+    server, on_server = await _read(_server(), endpoint, "only_pg", ["id", name])
+    python, _ = await _read(PostgresReader(), endpoint, "only_pg", ["id", name])
     assert on_server is (name not in PYTHON_ONLY)
     assert server == python
     assert parse_rows(server)[3] == {"id": 4, name: None}
@@ -151,17 +153,17 @@ async def test_each_postgresql_type_gives_the_same_bytes_on_both_paths(
 async def test_whole_tables_and_hostile_names_give_the_same_bytes(databases: None) -> None:
     endpoint = pg_endpoint(DATABASE)
     for table in (HOSTILE_TABLE, "only_pg", "formats"):
-        schema = await PostgresReader().discover(endpoint, [])
+        schema = await _server().discover(endpoint, [])
         fields = [c.name for c in schema.tables[table].columns]
-        server, on_server = await _read(PostgresReader(), endpoint, table, fields)
-        python, _ = await _read(PostgresReader(server_json=False), endpoint, table, fields)
+        server, on_server = await _read(_server(), endpoint, table, fields)
+        python, _ = await _read(PostgresReader(), endpoint, table, fields)
         assert server == python, table
         assert on_server is (table == HOSTILE_TABLE)  # the others hold a Python-only type
 
 
 async def test_a_value_python_cannot_read_fails_the_server_path_alike(databases: None) -> None:
     endpoint = pg_endpoint(DATABASE)
-    for reader in (PostgresReader(), PostgresReader(server_json=False)):
+    for reader in (_server(), PostgresReader()):
         with pytest.raises(DatasourceQueryFailed) as caught:
             await _read(reader, endpoint, "outside", ["id", "d"])
         assert "date/time value is outside Python's range" in str(caught.value)
@@ -169,7 +171,7 @@ async def test_a_value_python_cannot_read_fails_the_server_path_alike(databases:
 
 async def test_the_server_path_streams_in_order_and_bounded_chunks(databases: None) -> None:
     endpoint = pg_endpoint(DATABASE)
-    reader = PostgresReader()
+    reader = _server()
     data, on_server = await _read(reader, endpoint, "many", ["id", "label"])
     assert on_server
     rows = parse_rows(data)
@@ -201,7 +203,7 @@ async def test_stopping_the_server_path_early_ends_the_copy_and_the_session(
     databases: None,
 ) -> None:
     endpoint = pg_endpoint(DATABASE)
-    reader = PostgresReader()
+    reader = _server()
     schema = await reader.discover(endpoint, [])
     found = schema.tables["many"]
     assert await sessions_settle(_open_sessions, 0) == 0

@@ -3,12 +3,13 @@
 Connection and SSL modes: ``connection``. Discovery, statements and filters: ``statements``.
 Values in the common result format: ``values``. Statements run on asyncpg directly: one
 ``REPEATABLE READ READ ONLY`` transaction per extraction (all tables of a job see one snapshot).
-A table whose column types the server can write in the common result format byte for byte
-(``values.server_output``) is read as the server's own JSON (``row_to_json``) through ``COPY``, in
-chunks of about 1 MiB, with no Python work per row; any other table through a server-side cursor
-in chunks of ``chunk_rows``, each chunk encoded by msgspec through a struct type built once per
-table (``adapters.datasources.common.encoding``). ``server_json=False`` keeps every table on the
-Python path. Tables without rows yield nothing (reference §10.3 item 26).
+Tables are read through a server-side cursor in chunks of ``chunk_rows``, each chunk encoded by
+msgspec through a struct type built once per table (``adapters.datasources.common.encoding``).
+With ``server_json=True``, a table whose column types the server can write in the common result
+format byte for byte (``values.server_output``) is read as the server's own JSON
+(``row_to_json``) through ``COPY`` instead, in chunks of about 1 MiB, with no Python work per row
+(measured slower on a 2-core machine shared with the database: off by default). Tables without
+rows yield nothing (reference §10.3 item 26).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class PostgresReader(EngineReader[Statement]):
     connection from its pool (``common.pools``); ``test`` always opens a fresh one, so it
     proves the credentials as they are now."""
 
-    def __init__(self, *, server_json: bool = True, **settings: Unpack[ReaderSettings]) -> None:
+    def __init__(self, *, server_json: bool = False, **settings: Unpack[ReaderSettings]) -> None:
         super().__init__(**settings)
         self._encoder = msgspec.json.Encoder()
         self._server_json = server_json

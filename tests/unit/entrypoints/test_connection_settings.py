@@ -44,17 +44,17 @@ def test_connection_settings_are_read_from_the_environment():
 def test_pool_schema_and_server_json_settings_are_read_from_the_environment():
     defaults = Settings.from_env({}).connections
     assert (defaults.pool_size, defaults.pool_idle_seconds) == (4, 60)
-    assert (defaults.worker_schema_ttl_seconds, defaults.server_json) == (10, True)
+    assert (defaults.worker_schema_ttl_seconds, defaults.server_json) == (10, False)
     options = Settings.from_env(
         {
             "FETCHER_DATASOURCE_POOL_SIZE": "0",
             "FETCHER_DATASOURCE_POOL_IDLE_SECONDS": "5",
             "FETCHER_WORKER_SCHEMA_TTL_SECONDS": "0",
-            "FETCHER_PG_SERVER_JSON": "false",
+            "FETCHER_PG_SERVER_JSON": "true",
         }
     ).connections
     assert (options.pool_size, options.pool_idle_seconds) == (0, 5)
-    assert (options.worker_schema_ttl_seconds, options.server_json) == (0, False)
+    assert (options.worker_schema_ttl_seconds, options.server_json) == (0, True)
 
 
 def test_internal_datasources_take_any_config_name():
