@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from application.ports.credential_cipher import CredentialCipher
-from domain.connection import Connection, Endpoint, InternalCredentials
+from domain.connection import Connection, ConnectionIdentity, Endpoint, InternalCredentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,7 @@ class EndpointFactory:
 
     def endpoint(self, connection: Connection) -> Endpoint:
         ssl_settings = connection.ssl
+        identity = ConnectionIdentity(connection.tenant, connection.id, connection.version)
         if connection.internal:
             secrets = connection.internal_credentials or InternalCredentials()
             return TrustedEndpoint(
@@ -43,6 +44,7 @@ class EndpointFactory:
                 ssl_cert=secrets.ssl_cert,
                 ssl_key=secrets.ssl_key,
                 options=dict(connection.metadata),
+                identity=identity,
             )
         open_ = self.cipher.open
         return Endpoint(
@@ -58,4 +60,5 @@ class EndpointFactory:
             ssl_cert=open_(ssl_settings.cert) if ssl_settings and ssl_settings.cert else None,
             ssl_key=open_(ssl_settings.key) if ssl_settings and ssl_settings.key else None,
             options=dict(connection.metadata),
+            identity=identity,
         )

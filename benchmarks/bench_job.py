@@ -8,8 +8,8 @@ performance.md``). Each round runs, interleaved, in this order:
              PostgreSQL", the main denominator
   B_wire     binary COPY of the same rows into a byte-counting sink: the transport floor
   R_naive    the reference's in-memory pipeline: ``fetch()`` all rows → dicts → one
-             ``json.dumps`` (2-space indent, sorted keys) → HMAC → one-shot AES-GCM → base64;
-             no upload, no queue (the stand-in for the reference)
+             ``json.dumps`` (compact, sorted keys: the C encoder) → HMAC → one-shot AES-GCM →
+             base64 → one PUT to the S3 server; no queue (the stand-in for the reference)
   candidate  the service itself: ``fetcher api``, ``fetcher worker`` and ``fetcher relay`` as
              separate processes on a fresh event-store database, RabbitMQ and the nanio S3
              server; timed from the job's POST to its ``job.completed`` event
@@ -103,6 +103,7 @@ def pg_url(database: str) -> str:
 
 def _child_imports() -> Any:
     """The same imports for every child and for the idle reference."""
+    import aiobotocore.session  # noqa: F401  (R_naive's PUT: counted in the idle figure too)
     import asyncpg
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -146,15 +147,51 @@ def _go_value(value: Any) -> Any:
 
 
 def _reference_dumps(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=_go_value)
+    """The reference's document with CPython's C encoder: compact separators, sorted keys.
+    (``indent`` would switch to the pure-Python encoder, about 5 times slower, and make the baseline
+    a straw man.)"""
+    return json.dumps(
+        value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=_go_value
+    )
+
+
+def _s3_client() -> Any:
+    """An S3 client for R_naive's one PUT, opened before its clock starts (the reference keeps
+    one for the life of the process)."""
+    from aiobotocore.config import AioConfig
+    from aiobotocore.session import get_session
+
+    config = AioConfig(request_checksum_calculation="when_required")
+    return get_session().create_client(
+        "s3",
+        endpoint_url=S3_ENDPOINT,
+        region_name="us-east-1",
+        aws_access_key_id=S3_ACCESS,
+        aws_secret_access_key=S3_SECRET,
+        config=config,
+    )
 
 
 async def _naive(table: str, sample: list[int]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    _, AESGCM, KeyRing = _child_imports()
+    keys = KeyRing(os.environ["APP_ENC_KEY"]).current
+    async with _s3_client() as s3:
+        key = f"bench-naive-{uuid.uuid4().hex}.json"
+        await s3.head_bucket(Bucket=S3_BUCKET)  # connected before the clock starts
+        try:
+            return await _naive_timed(table, sample, keys, AESGCM, s3, key)
+        finally:
+            await s3.delete_object(Bucket=S3_BUCKET, Key=key)
+
+
+async def _naive_timed(
+    table: str, sample: list[int], keys: Any, AESGCM: Any, s3: Any, key: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     import hashlib
     import hmac
 
-    asyncpg, AESGCM, KeyRing = _child_imports()
-    keys = KeyRing(os.environ["APP_ENC_KEY"]).current
+    import asyncpg
+
     stamps = [time.perf_counter()]
     conn = await asyncpg.connect(pg_url(DATABASE), ssl=False)
     try:
@@ -170,7 +207,9 @@ async def _naive(table: str, sample: list[int]) -> tuple[dict[str, Any], list[di
     nonce = os.urandom(12)
     blob = base64.b64encode(nonce + AESGCM(keys.storage).encrypt(nonce, plaintext, None))
     stamps.append(time.perf_counter())
-    names = ("fetch", "dicts", "dumps", "seal")
+    await s3.put_object(Bucket=S3_BUCKET, Key=key, Body=blob)  # one PutObject, as the reference
+    stamps.append(time.perf_counter())
+    names = ("fetch", "dicts", "dumps", "seal", "put")
     stages = {name: b - a for name, (a, b) in zip(names, pairwise(stamps), strict=True)}
     out = {
         "seconds": stamps[-1] - stamps[0],
@@ -344,10 +383,16 @@ def cpu_seconds(pid: int | None) -> float:
 def s3_server_pid() -> int | None:
     """The nanio process deploy/services.sh started, read only for its CPU time."""
     port = urlsplit(S3_ENDPOINT).port or 80
-    with suppress(OSError, ValueError):
-        pid = int((ROOT / ".ci-state" / f"nanio-{port}.pid").read_text().strip())
-        if Path(f"/proc/{pid}").exists():
-            return pid
+    roots = [ROOT]
+    with suppress(OSError, subprocess.CalledProcessError):  # a worktree: the main checkout's
+        roots.append(
+            Path(_git("rev-parse", "--path-format=absolute", "--git-common-dir").strip()).parent
+        )
+    for root in roots:
+        with suppress(OSError, ValueError):
+            pid = int((root / ".ci-state" / f"nanio-{port}.pid").read_text().strip())
+            if Path(f"/proc/{pid}").exists():
+                return pid
     return None
 
 
@@ -601,7 +646,16 @@ async def _candidate(run: Run, service: Service, table: str, rows: int) -> dict[
     }
 
 
-def candidate_round(run: Run, table: str, rows: int) -> dict[str, Any]:
+CANDIDATES = {
+    "candidate": {},
+    # The same service with PostgreSQL building the JSON where it can (FETCHER_PG_SERVER_JSON).
+    "cand_server": {"FETCHER_PG_SERVER_JSON": "true"},
+}
+
+
+def candidate_round(
+    run: Run, table: str, rows: int, extra_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Fresh event store and processes for one measured job; all removed again."""
     run.stores += 1
     store_db = f"fetcher_bench_store_{run.id}_{run.stores}"
@@ -609,7 +663,7 @@ def candidate_round(run: Run, table: str, rows: int) -> dict[str, Any]:
     asyncio.run(_admin(f'CREATE DATABASE "{store_db}"'))
     logs = run.logs / f"round-{run.stores}"
     logs.mkdir()
-    service = Service(run.service_env(store_db), logs)
+    service = Service({**run.service_env(store_db), **(extra_env or {})}, logs)
     try:
         service.start()
         return asyncio.run(_candidate(run, service, table, rows))
@@ -632,8 +686,8 @@ def one_round(run: Run, rows: int, variants: tuple[str, ...]) -> dict[str, dict[
     sample = sample_ids(rows)
     results: dict[str, dict[str, Any]] = {}
     for variant in variants:
-        if variant == "candidate":
-            out = candidate_round(run, table, rows)
+        if variant in CANDIDATES:
+            out = candidate_round(run, table, rows, CANDIDATES[variant])
             checked = verify(out["key"], out["hmac"], table, sample, run.env)
             expected = {"rows": rows, "ids": [rows, 1, rows], "bytes": out["bytes"]}
             if any(checked[k] != v for k, v in expected.items()):
@@ -653,7 +707,7 @@ def one_round(run: Run, rows: int, variants: tuple[str, ...]) -> dict[str, dict[
 
 
 def describe(variant: str, out: dict[str, Any]) -> str:
-    if variant != "candidate":
+    if variant not in CANDIDATES:
         stages = ", ".join(f"{k} {v:.2f} s" for k, v in out.get("stages", {}).items())
         return f"{out['seconds']:6.2f} s  peak {out['peak_kib'] / 1024:7.1f} MiB  {stages}"
     return (
@@ -675,9 +729,9 @@ def idle_peak(run: Run) -> float:
     return float(run_measured("idle", "none", [], run.env)["peak_kib"])
 
 
-def benchmark(run: Run, rows: int, rounds: int) -> None:
+def benchmark(run: Run, rows: int, rounds: int, server_too: bool = False) -> None:
     asyncio.run(prepare(rows))
-    variants = (*BASELINES, "candidate")
+    variants = (*BASELINES, "candidate", *(("cand_server",) if server_too else ()))
     history: list[dict[str, dict[str, Any]]] = []
     idles: list[float] = []
     for number in range(1, rounds + 1):
@@ -705,6 +759,9 @@ def benchmark(run: Run, rows: int, rounds: int) -> None:
         "candidate / R_naive": ("candidate", "R_naive"),
         "R_naive / B_json": ("R_naive", "B_json"),
     }
+    if server_too:
+        ratios["cand_server / B_json"] = ("cand_server", "B_json")
+        ratios["cand_server / candidate"] = ("cand_server", "candidate")
     print("\nmedian of per-round time ratios")
     for label, (top, bottom) in ratios.items():
         per_round = [r[top]["seconds"] / r[bottom]["seconds"] for r in history]
@@ -777,6 +834,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--memory-scaling", action="store_true")
     parser.add_argument(
+        "--server-too",
+        action="store_true",
+        help="also run the service with FETCHER_PG_SERVER_JSON=true (variant cand_server)",
+    )
+    parser.add_argument(
         "--at",
         metavar="REV",
         help="run the service as committed at REV (git archive), not the "
@@ -809,7 +871,7 @@ def main() -> None:
         if args.memory_scaling:
             memory_scaling(run, args.rounds)
         else:
-            benchmark(run, args.rows, args.rounds)
+            benchmark(run, args.rows, args.rounds, args.server_too)
         print(f"\nmeasured: {run.measured}")
         ok = True
     finally:

@@ -142,8 +142,21 @@ class Connection:
 
 
 @dataclass(frozen=True, slots=True)
+class ConnectionIdentity:
+    """Which stored connection, at which version, of which tenant an endpoint was built from.
+    Adapters may share an open datasource connection only between endpoints of one identity (a
+    changed password or host comes with a new version; tenants never share)."""
+
+    tenant: Tenant
+    connection_id: UUID
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class Endpoint:
-    """What a datasource adapter needs to dial: credentials in plaintext, never printed."""
+    """What a datasource adapter needs to dial: credentials in plaintext, never printed.
+    ``identity`` names the stored connection it was built from; None for one not stored (a
+    connection being tested before it is registered), which is never pooled."""
 
     type: DatabaseType
     host: str
@@ -157,3 +170,4 @@ class Endpoint:
     ssl_cert: str | None = field(default=None, repr=False)
     ssl_key: str | None = field(default=None, repr=False)
     options: Mapping[str, Any] = field(default_factory=dict)
+    identity: ConnectionIdentity | None = None

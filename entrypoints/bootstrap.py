@@ -25,6 +25,7 @@ from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
 from application.audit.checkpointer import RecordCheckpoints
+from application.cached_discovery import SchemaCachingReader
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.connection_directory import ConnectionDirectory, internal_id
@@ -99,18 +100,24 @@ LISTENING_POLL_SECONDS = 5.0
 """Followers woken by the database's notifications poll only as a safety net."""
 
 
-def datasource_engines() -> dict[DatabaseType, Callable[[], DatasourceReader]]:
-    """The engine adapter of each database type this build can read, built on first use."""
+def datasource_engines(
+    pool_size: int = 4, pool_idle_seconds: float = 60.0, server_json: bool = False
+) -> dict[DatabaseType, Callable[[], DatasourceReader]]:
+    """The engine adapter of each database type this build can read, built on first use; the
+    pooling engines keep up to ``pool_size`` connections per stored connection version;
+    ``server_json``: PostgreSQL builds the result JSON where it can."""
 
     def postgres() -> DatasourceReader:
         from adapters.datasources.postgres.reader import PostgresReader
 
-        return PostgresReader()
+        return PostgresReader(
+            server_json=server_json, pool_size=pool_size, pool_idle_seconds=pool_idle_seconds
+        )
 
     def mysql() -> DatasourceReader:
         from adapters.datasources.mysql.reader import MySqlReader
 
-        return MySqlReader()
+        return MySqlReader(pool_size=pool_size, pool_idle_seconds=pool_idle_seconds)
 
     def sql_server() -> DatasourceReader:
         from adapters.datasources.mssql.reader import SqlServerReader
@@ -249,11 +256,15 @@ async def bootstrap(
             storage = await stack.enter_async_context(open_result_storage(settings))
 
         options = settings.connections
-        engines = datasource_engines()
+        engines = datasource_engines(
+            options.pool_size, options.pool_idle_seconds, options.server_json
+        )
         if host_guard is None and options.ssrf_guard:
             host_guard = NetworkHostGuard()
         if reader is None:
-            reader = EngineRegistry(engines)
+            registry = EngineRegistry(engines)
+            stack.push_async_callback(registry.aclose)
+            reader = registry
             if host_guard is not None:
                 reader = GuardedDatasourceReader(reader, host_guard)
         directory = ConnectionDirectory(
@@ -311,11 +322,15 @@ async def bootstrap(
         if Role.WORKER in roles:
             if storage is None:
                 raise SettingsError("the worker needs result storage")
+            job_reader = reader
+            if options.worker_schema_ttl_seconds > 0:
+                worker_schemas = InMemorySchemaCache(options.worker_schema_ttl_seconds)
+                job_reader = SchemaCachingReader(reader, worker_schemas)
             run_job = RunJob(
                 store=store,
                 directory=directory,
                 endpoints=endpoints,
-                reader=reader,
+                reader=job_reader,
                 sealer=AesGcmResultSealer.from_ring(ring),
                 storage=storage,
                 clock=clock,

@@ -70,6 +70,13 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _non_negative(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if raw in ("0", "+0", "-0"):
+        return 0
+    return _positive(env, name, default)
+
+
 def _options(prefix: str, raw: str) -> dict[str, str]:
     options: dict[str, str] = {}
     for pair in raw.split("&"):
@@ -165,6 +172,18 @@ class ConnectionSettings:
     max_pagination_months: int = 1
     internal: tuple[InternalDatasource, ...] = ()
     multi_tenant: bool = False
+    pool_size: int = 4
+    """``FETCHER_DATASOURCE_POOL_SIZE``: open connections kept per stored connection version (per
+    tenant); 0 opens and closes one for every use."""
+    pool_idle_seconds: int = 60
+    """``FETCHER_DATASOURCE_POOL_IDLE_SECONDS``: how long a kept connection may stay unused."""
+    server_json: bool = False
+    """``FETCHER_PG_SERVER_JSON``: PostgreSQL builds the result JSON of the tables whose types
+    it writes byte for byte as the Python encoder does (``COPY`` of ``row_to_json``). Off by
+    default: measured slower than encoding in the worker (benchmarks/README.md)."""
+    worker_schema_ttl_seconds: int = 10
+    """``FETCHER_WORKER_SCHEMA_TTL_SECONDS``: how long a worker reuses a discovered schema for
+    the jobs of one connection version; 0 discovers for every job."""
     """Internal datasources are then seen only by the tenants each lists (``_TENANTS``)."""
 
     def internal_visibility(self) -> dict[str, frozenset[str]] | None:
@@ -176,7 +195,12 @@ class ConnectionSettings:
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str], *, ssrf_guard: bool, multi_tenant: bool = False
+        cls,
+        env: Mapping[str, str],
+        *,
+        ssrf_guard: bool,
+        multi_tenant: bool = False,
+        server_json: bool = False,
     ) -> ConnectionSettings:
         return cls(
             schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),
@@ -186,4 +210,8 @@ class ConnectionSettings:
             max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),
             internal=internal_datasources(env),
             multi_tenant=multi_tenant,
+            server_json=server_json,
+            pool_size=_non_negative(env, "FETCHER_DATASOURCE_POOL_SIZE", 4),
+            pool_idle_seconds=_positive(env, "FETCHER_DATASOURCE_POOL_IDLE_SECONDS", 60),
+            worker_schema_ttl_seconds=_non_negative(env, "FETCHER_WORKER_SCHEMA_TTL_SECONDS", 10),
         )

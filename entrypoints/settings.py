@@ -577,7 +577,12 @@ def _connection_settings(env: Mapping[str, str], *, multi_tenant: bool) -> Conne
     may reach the service's own network, where the other tenants' data lives."""
     guard = _bool(env, "FETCHER_SSRF_GUARD", default=multi_tenant)
     try:
-        return ConnectionSettings.from_env(env, ssrf_guard=guard, multi_tenant=multi_tenant)
+        return ConnectionSettings.from_env(
+            env,
+            ssrf_guard=guard,
+            multi_tenant=multi_tenant,
+            server_json=_bool(env, "FETCHER_PG_SERVER_JSON", default=False),
+        )
     except ConnectionSettingsError as error:
         raise SettingsError(str(error)) from None
 

@@ -6,7 +6,7 @@ drivers it actually needs (each costs several MiB of memory)."""
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from application.errors import DatasourceUnavailable
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
@@ -14,7 +14,14 @@ from domain.connection import DatabaseType, Endpoint
 from domain.schema import Schema, TableRead
 
 
+@runtime_checkable
+class _KeepsConnections(Protocol):
+    async def aclose(self) -> None: ...
+
+
 class EngineRegistry(DatasourceReader):
+    """``aclose`` closes the connections the engines built so far keep open (their pools)."""
+
     def __init__(self, factories: Mapping[DatabaseType, Callable[[], DatasourceReader]]) -> None:
         self._factories = dict(factories)
         self._engines: dict[DatabaseType, DatasourceReader] = {}
@@ -45,3 +52,8 @@ class EngineRegistry(DatasourceReader):
         self, endpoint: Endpoint, prepared: PreparedReads[Any]
     ) -> AsyncGenerator[RowChunk, None]:
         return self._engine(endpoint).stream(endpoint, prepared)
+
+    async def aclose(self) -> None:
+        for engine in self._engines.values():
+            if isinstance(engine, _KeepsConnections):
+                await engine.aclose()

@@ -318,6 +318,30 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("MAX_PAGINATION_LIMIT", "100", "largest limit of the lists", HTTP_ROLES),
     Setting(
+        "FETCHER_DATASOURCE_POOL_SIZE",
+        "4",
+        "datasource connections kept open per stored connection version and tenant (0: none)",
+        STORAGE_ROLES,
+    ),
+    Setting(
+        "FETCHER_PG_SERVER_JSON",
+        "false",
+        "PostgreSQL builds the result JSON where it writes the same bytes (COPY of row_to_json)",
+        frozenset({SERVE, WORKER}),
+    ),
+    Setting(
+        "FETCHER_WORKER_SCHEMA_TTL_SECONDS",
+        "10",
+        "how long a worker reuses a discovered schema for one connection version (0: never)",
+        frozenset({SERVE, WORKER}),
+    ),
+    Setting(
+        "FETCHER_DATASOURCE_POOL_IDLE_SECONDS",
+        "60",
+        "how long a kept datasource connection (or an unused pool) stays open",
+        STORAGE_ROLES,
+    ),
+    Setting(
         "MAX_PAGINATION_MONTH_DATE_RANGE",
         "1",
         "widest list window in months, and the default window",

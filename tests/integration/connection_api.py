@@ -52,10 +52,12 @@ def repository_from_url(url: str | None, sqlite_path: Path) -> SqlaConnectionRep
 
 
 def default_reader() -> DatasourceReader:
+    """Without connection pools: the tests' apps are not closed through bootstrap, and a kept
+    connection would outlive the test's event loop."""
     return registry_of(
         {
-            DatabaseType.POSTGRESQL: PostgresReader(connect_timeout=5),
-            DatabaseType.MYSQL: MySqlReader(connect_timeout=5),
+            DatabaseType.POSTGRESQL: PostgresReader(connect_timeout=5, pool_size=0),
+            DatabaseType.MYSQL: MySqlReader(connect_timeout=5, pool_size=0),
         }
     )
 

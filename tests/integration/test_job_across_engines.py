@@ -215,10 +215,11 @@ def app() -> Iterator[App]:
     repository = InMemoryConnectionRepository()
     store = InMemoryJobEventStore()
     storage = InMemoryResultStorage()
+    # Without pools: each test runs on its own event loop, which a kept connection would outlive.
     engines = registry_of(
         {
-            DatabaseType.POSTGRESQL: PostgresReader(),
-            DatabaseType.MYSQL: MySqlReader(),
+            DatabaseType.POSTGRESQL: PostgresReader(pool_size=0),
+            DatabaseType.MYSQL: MySqlReader(pool_size=0),
             DatabaseType.MONGODB: MongoReader(connect_timeout=2),
         }
     )

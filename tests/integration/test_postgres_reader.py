@@ -339,9 +339,8 @@ async def test_non_public_and_mixed_case_tables_are_read(
     assert await read_table(reader, endpoint, "ds_sales.Mixed Table") == [{"Id": 1}]
 
 
-async def test_large_table_streams_in_chunks_in_order(
-    reader: PostgresReader, endpoint: Endpoint
-) -> None:
+async def test_large_table_streams_in_chunks_in_order(endpoint: Endpoint) -> None:
+    reader = PostgresReader()  # rows encoded in Python: chunks of chunk_rows
     schema = await reader.discover(endpoint, [])
     table = schema.tables["ds_big"]
     read = TableRead(result_key="ds_big", table=table, columns=table.columns)
@@ -399,9 +398,8 @@ async def _sessions_settle(expected: int) -> int:
     return await sessions_settle(_open_sessions, expected)
 
 
-async def test_stopping_early_closes_the_connection(
-    reader: PostgresReader, endpoint: Endpoint
-) -> None:
+async def test_stopping_early_closes_the_connection(endpoint: Endpoint) -> None:
+    reader = PostgresReader()  # the first chunk: 10,000 rows
     schema = await reader.discover(endpoint, [])
     read = table_read(schema, "ds_big")
     await assert_stopping_early_closes_the_connection(reader, endpoint, read, _open_sessions)

@@ -35,12 +35,17 @@ class ReaderSettings(TypedDict, total=False):
     discover_timeout: float
     query_timeout: float
     chunk_rows: int
+    pool_size: int
+    pool_idle_seconds: float
 
 
 class EngineReader(DatasourceReader, Generic[S]):
     """A reader with the common settings: ``connect_timeout`` (seconds to dial),
     ``discover_timeout`` (seconds for a whole discovery), ``query_timeout`` (seconds a statement
-    or fetch may take) and ``chunk_rows`` (rows per fetched chunk)."""
+    or fetch may take), ``chunk_rows`` (rows per fetched chunk), and for the engines that keep
+    connections between jobs (``common.pools``) ``pool_size`` (connections per stored
+    connection version; 0: none kept) and ``pool_idle_seconds`` (how long an unused one stays
+    open). ``aclose`` closes what the reader keeps open."""
 
     def __init__(
         self,
@@ -49,11 +54,18 @@ class EngineReader(DatasourceReader, Generic[S]):
         discover_timeout: float = 30.0,
         query_timeout: float = 120.0,
         chunk_rows: int = 10_000,
+        pool_size: int = 4,
+        pool_idle_seconds: float = 60.0,
     ) -> None:
         self._connect_timeout = connect_timeout
         self._discover_timeout = discover_timeout
         self._query_timeout = query_timeout
         self._chunk_rows = chunk_rows
+        self._pool_size = pool_size
+        self._pool_idle_seconds = pool_idle_seconds
+
+    async def aclose(self) -> None:
+        """Closes the connections the reader keeps (none here)."""
 
     def prepare(self, endpoint: Endpoint, reads: Sequence[TableRead]) -> PreparedReads[S]:
         built = (self.statement(endpoint, read) for read in reads)

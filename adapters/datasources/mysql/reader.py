@@ -22,6 +22,7 @@ import msgspec
 import pymysql
 
 from adapters.datasources.common.encoding import paused_gc
+from adapters.datasources.common.pools import ConnectionPools, SimplePool
 from adapters.datasources.common.reader_base import (
     EngineReader,
     ReaderSettings,
@@ -39,6 +40,7 @@ from adapters.datasources.mysql.statements import (
 from application.errors import DatasourceQueryFailed
 from application.ports.datasource_reader import PreparedReads, RowChunk
 from domain.connection import Endpoint
+from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
@@ -48,12 +50,63 @@ _BEGIN_SQL = (
 _QUERY_ERRORS = (pymysql.err.MySQLError, OSError, TimeoutError, asyncio.IncompleteReadError)
 
 
+class _LostSession(Exception):
+    """A kept session turned out closed (the server's ``wait_timeout``, a restart, a KILL)."""
+
+
+def _lost(error: BaseException) -> bool:
+    if isinstance(error, asyncio.IncompleteReadError | ConnectionError):
+        return True
+    code = error.args[0] if error.args else None
+    return isinstance(error, pymysql.err.OperationalError) and code in (2006, 2013)
+
+
+def _drop(connection: aiomysql.Connection) -> None:
+    connection.close()
+
+
+async def _close_pool(pool: SimplePool[aiomysql.Connection]) -> None:
+    await pool.close()
+
+
 class MySqlReader(EngineReader[Statement]):
-    """Reads MySQL and MariaDB datasources. Holds no connection between calls."""
+    """Reads MySQL and MariaDB datasources. Discovery and extraction of a stored connection
+    lease a connection from its pool (``common.pools``); ``test`` always opens a fresh one."""
 
     def __init__(self, **settings: Unpack[ReaderSettings]) -> None:
         super().__init__(**settings)
         self._encoder = msgspec.json.Encoder()
+        timeout = self._connect_timeout
+
+        async def open_pool(
+            endpoint: Endpoint, size: int, idle: float
+        ) -> SimplePool[aiomysql.Connection]:
+            return SimplePool(
+                lambda: connect(endpoint, timeout),
+                close,
+                _drop,
+                size=size,
+                idle_seconds=idle,
+            )
+
+        self._pools: ConnectionPools[SimplePool[aiomysql.Connection], aiomysql.Connection] = (
+            ConnectionPools(
+                open_pool=open_pool,
+                close_pool=_close_pool,
+                connect=lambda endpoint: connect(endpoint, timeout),
+                close=close,
+                failure=unavailable,
+                size=self._pool_size,
+                idle_seconds=self._pool_idle_seconds,
+            )
+        )
+
+    @property
+    def pools(self) -> ConnectionPools[SimplePool[aiomysql.Connection], aiomysql.Connection]:
+        return self._pools
+
+    async def aclose(self) -> None:
+        await self._pools.aclose()
 
     async def test(self, endpoint: Endpoint, timeout: float) -> None:
         async def ping(connection: aiomysql.Connection) -> None:
@@ -78,13 +131,20 @@ class MySqlReader(EngineReader[Statement]):
                     checks = await cursor.fetchall()
             return records, checks
 
-        records, checks = await on_connection(
-            lambda: connect(endpoint, self._connect_timeout),
-            read,
-            close,
-            timeout=self._discover_timeout,
-            failure=discovery_failed,
-        )
+        try:
+            async with asyncio.timeout(self._discover_timeout):
+                for attempt in (1, 2):
+                    try:
+                        async with self._pools.connection(endpoint) as connection:
+                            records, checks = await read(connection)
+                        break
+                    except _QUERY_ERRORS as error:
+                        if attempt == 2 or not _lost(error):  # else: a closed kept session
+                            raise
+        except FetcherError:
+            raise
+        except Exception as error:
+            raise discovery_failed(error) from error
         return discovered_schema(records, checks)
 
     def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
@@ -96,27 +156,32 @@ class MySqlReader(EngineReader[Statement]):
         statements = prepared.steps
         if not statements:
             return
-        connection = await connect(endpoint, self._connect_timeout)
-        finished = False
-        try:
+        # A lease that ends early or with an error drops its connection (``_drop``): an
+        # unbuffered result would have to be read to its end before the session is usable.
+        for attempt in (1, 2):
             try:
-                async with asyncio.timeout(self._query_timeout):
-                    async with connection.cursor() as cursor:
-                        for sql in _BEGIN_SQL:
-                            await cursor.execute(sql)
-            except _QUERY_ERRORS as error:
-                raise DatasourceQueryFailed() from error
-            for statement in statements:
-                async with aclosing(self._stream(connection, statement)) as chunks:
-                    async for chunk in chunks:
-                        yield chunk
-            finished = True
-        finally:
-            if finished:
-                await close(connection)
-            else:
-                # An unbuffered result would have to be read to its end before QUIT.
-                connection.close()
+                async with self._pools.connection(endpoint) as connection:
+                    try:
+                        async with asyncio.timeout(self._query_timeout):
+                            async with connection.cursor() as cursor:
+                                for sql in _BEGIN_SQL:
+                                    await cursor.execute(sql)
+                    except _QUERY_ERRORS as error:
+                        if attempt == 1 and _lost(error):
+                            raise _LostSession() from error  # drops it; once more on a new one
+                        raise DatasourceQueryFailed() from error
+                    for statement in statements:
+                        async with aclosing(self._stream(connection, statement)) as chunks:
+                            async for chunk in chunks:
+                                yield chunk
+                    try:
+                        async with asyncio.timeout(self._query_timeout):
+                            await connection.commit()  # ends the snapshot; reusable again
+                    except _QUERY_ERRORS as error:
+                        raise DatasourceQueryFailed() from error
+                    return
+            except _LostSession:
+                continue
 
     async def _stream(
         self, connection: aiomysql.Connection, statement: Statement

@@ -12,7 +12,10 @@ authentication failed; 3D000: no such database).
 
 from __future__ import annotations
 
+import asyncio
 import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 
@@ -57,26 +60,57 @@ def ssl_argument(endpoint: Endpoint) -> bool | str | ssl.SSLContext:
     return context
 
 
+def _arguments(endpoint: Endpoint) -> dict[str, Any]:
+    return {
+        "host": endpoint.host,
+        "port": endpoint.port,
+        "user": endpoint.user_name,
+        "password": endpoint.password,
+        "database": endpoint.database_name,
+        "ssl": ssl_argument(endpoint),
+        "statement_cache_size": 0,
+        "server_settings": {"application_name": "fetcher"},
+    }
+
+
 async def connect(endpoint: Endpoint, timeout: float) -> asyncpg.Connection:
     """A connection without a statement cache; ``DatasourceUnavailable`` when it cannot be
     opened."""
-    tls = ssl_argument(endpoint)
+    arguments = _arguments(endpoint)
     try:
-        return await asyncpg.connect(
-            host=endpoint.host,
-            port=endpoint.port,
-            user=endpoint.user_name,
-            password=endpoint.password,
-            database=endpoint.database_name,
-            ssl=tls,
-            timeout=timeout,
-            statement_cache_size=0,
-            server_settings={"application_name": "fetcher"},
-        )
+        return await asyncpg.connect(**arguments, timeout=timeout)
     except FetcherError:
         raise
     except Exception as error:
         raise unavailable(error) from error
+
+
+async def open_pool(
+    endpoint: Endpoint,
+    size: int,
+    idle_seconds: float,
+    timeout: float,
+    init: Callable[[asyncpg.Connection], Awaitable[None]],
+) -> asyncpg.Pool:
+    """A pool of up to ``size`` connections like ``connect``'s, opened on demand (none yet),
+    each closed after ``idle_seconds`` unused and prepared by ``init`` when opened."""
+    pool = asyncpg.create_pool(
+        **_arguments(endpoint),
+        timeout=timeout,
+        min_size=0,
+        max_size=size,
+        max_inactive_connection_lifetime=idle_seconds,
+        init=init,
+    )
+    return await pool
+
+
+async def close_pool(pool: asyncpg.Pool) -> None:
+    """Waits up to 60 seconds for leased connections to come back, then closes the rest."""
+    try:
+        await asyncio.wait_for(pool.close(), 60)
+    except Exception:
+        pool.terminate()
 
 
 async def close(connection: asyncpg.Connection) -> None:

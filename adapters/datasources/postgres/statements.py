@@ -22,7 +22,7 @@ from functools import cache
 from typing import Any
 from typing import cast as typing_cast
 
-from sqlalchemy import cast, select, table
+from sqlalchemy import cast, func, select, table
 from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.postgresql import TEXT
 from sqlalchemy.dialects.postgresql.base import PGDialect
@@ -33,7 +33,7 @@ from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 from adapters.datasources.common.encoding import row_builder
 from adapters.datasources.common.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filtered
 from adapters.datasources.common.sql_values import Unconvertible, type_name
-from adapters.datasources.postgres.values import output
+from adapters.datasources.postgres.values import output, server_output
 from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
 from domain.schema import Column, Schema, Table, TableRead
 
@@ -89,13 +89,18 @@ RULES = PostgresRules()
 @dataclass(frozen=True, slots=True)
 class Statement:
     """One table's read: SQL and values for asyncpg, the row type its records become, and the
-    column types it reads (the session registers their decoders)."""
+    column types it reads."""
 
     result_key: str
     sql: str
     params: tuple[Any, ...]
     row: Callable[..., Any]
     types: frozenset[str]
+    json_sql: str | None = None
+    """The same read as one ``row_to_json`` text per row, the same bytes the Python path
+    encodes (``values.server_output``), with ``params``; None when a column type needs Python
+    or an identifier holds a ``$`` (COPY takes no parameters: asyncpg substitutes every
+    ``$n`` in the text with the value's literal)."""
 
 
 class _SqlDialect(PGDialect):
@@ -137,9 +142,39 @@ def discovered_schema(records: Sequence[Sequence[Any]]) -> Schema:
     return Schema(tables=tables)
 
 
-def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
+def _json_sql(endpoint: Endpoint, read: TableRead, names: Sequence[str]) -> str | None:
+    chosen = {c.name: c for c in read.columns}
+    identifiers = [read.table.name, read.table.schema or "", *chosen, *read.filters]
+    if any("$" in name for name in identifiers):
+        return None
+    source = table(
+        read.table.name,
+        *(sql_column(n) for n in sorted(set(names) | set(read.filters))),
+        schema=read.table.schema,
+    )
+    outputs = []
+    for name in names:
+        built = server_output(source.c[name], chosen[name].data_type)
+        if built is None:
+            return None
+        outputs.append(built.label(name))
+    rows = filtered(
+        select(*outputs).select_from(source),
+        read,
+        endpoint.database_name,
+        lambda field: source.c[field],
+        rules=RULES,
+    ).subquery("t")
+    sql, _ = to_asyncpg(select(func.row_to_json(rows.table_valued())))
+    return sql
+
+
+def select_statement(
+    endpoint: Endpoint, read: TableRead, *, server_json: bool = False
+) -> Statement | None:
     """The statement reading one table, or ``None`` when no column is asked for; a filter that
-    does not fit raises ``InvalidRequest``."""
+    does not fit raises ``InvalidRequest``. With ``server_json``, also the same read as JSON
+    built by the server, where it builds the same bytes."""
     chosen = {c.name: c for c in read.columns}
     names = sorted(chosen)
     if not names:
@@ -158,4 +193,5 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
     )
     sql, params = to_asyncpg(query)
     types = frozenset(column.data_type for column in read.columns)
-    return Statement(read.result_key, sql, params, row_builder(names), types)
+    json_sql = _json_sql(endpoint, read, names) if server_json else None
+    return Statement(read.result_key, sql, params, row_builder(names), types, json_sql)

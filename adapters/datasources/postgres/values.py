@@ -39,11 +39,12 @@ Strings are plain JSON escapes (msgspec): non-ASCII is raw UTF-8, ``<>&`` are no
 from __future__ import annotations
 
 import math
+import typing
 from typing import Any
 
 import asyncpg
 import msgspec
-from sqlalchemy import cast
+from sqlalchemy import case, cast, func, literal_column
 from sqlalchemy.dialects.postgresql import ARRAY, TEXT, TIMESTAMP
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -63,6 +64,8 @@ _NATIVE = frozenset({
 
 _FLOAT_TYPES = frozenset({"real", "double precision", "_float4", "_float8"})
 _JSON_TYPES = frozenset({"json", "jsonb", "_json", "_jsonb"})
+ALL_CODEC_TYPES = {"double precision", "json"}
+"""Column types that make ``register_codecs`` register every decoder it has."""
 
 
 def output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any]:
@@ -75,6 +78,79 @@ def output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any]:
         return cast(column, ARRAY(TIMESTAMP(timezone=True)))
     if data_type.startswith("_"):
         return cast(column, ARRAY(TEXT))
+    return cast(column, TEXT)
+
+
+# Types whose JSON the server builds with exactly the bytes above (``server_output``): as they
+# come (row_to_json escapes strings as msgspec does: ``\b \f \n \r \t \" \\``, other
+# control characters as lower-case ``\u00xx``, everything else raw UTF-8; ``character`` keeps
+# its padding; jsonb is embedded as its text form), cast to text as above, or rebuilt by an
+# expression (dates, timestamps, bytea). Floats (PostgreSQL writes ``1e+100``), ``json`` (its
+# verbatim text may hold raw control characters), times (trimmed fractions) and arrays are
+# encoded in Python.
+# fmt: off
+_SERVER_AS_IS = frozenset({
+    "smallint", "integer", "bigint", "boolean", "text", "character varying", "character", "name",
+    "jsonb",
+})
+# fmt: on
+_PYTHON_ONLY = _FLOAT_TYPES | {"json", "time without time zone", "time with time zone"}
+_INFINITY = {"date": ("9999-12-31", "0001-01-01"),
+             "ts": ("9999-12-31T23:59:59.999999", "0001-01-01T00:00:00")}  # fmt: skip
+_IN_RANGE = {"date": ("0001-01-01", "9999-12-31"),
+             "ts": ("0001-01-01 00:00:00+00", "9999-12-31 23:59:59.999999+00")}  # fmt: skip
+
+
+OUTSIDE_PYTHON_RANGE = "outside the range Python can read"
+"""In the server's error for a date or timestamp the Python path could not read either."""
+
+
+def _sql(text: str) -> ColumnElement[Any]:
+    return literal_column(text)
+
+
+def _calendar(column: ColumnElement[Any], kind: str, formatted: ColumnElement[Any]) -> Any:
+    """``formatted`` for values asyncpg can decode; what the Python path writes for ±infinity
+    (asyncpg's ``max``/``min``); an error (as the Python path fails) for any other value."""
+    sql_type = "date" if kind == "date" else "timestamptz"
+    high, low = _INFINITY[kind]
+    first, last = _IN_RANGE[kind]
+    outside = cast(
+        cast(_sql(f"'{OUTSIDE_PYTHON_RANGE}: '").op("||")(cast(column, TEXT)), TEXT).op("::")(
+            _sql(sql_type)
+        ),
+        TEXT,
+    )
+    return case(
+        (column == _sql(f"'infinity'::{sql_type}"), _sql(f"'{high}'")),
+        (column == _sql(f"'-infinity'::{sql_type}"), _sql(f"'{low}'")),
+        (
+            column.between(_sql(f"'{first}'::{sql_type}"), _sql(f"'{last}'::{sql_type}")),
+            formatted,
+        ),
+        else_=outside,
+    )
+
+
+def server_output(column: ColumnElement[Any], data_type: str) -> ColumnElement[Any] | None:
+    """What a column of ``data_type`` is selected as when the server builds the row's JSON
+    (``row_to_json``) with the same bytes as the Python path; None when it cannot."""
+    if data_type in _SERVER_AS_IS:
+        return column
+    if data_type in _PYTHON_ONLY or data_type.startswith("_"):
+        return None
+    if data_type == "date":
+        return typing.cast(
+            ColumnElement[Any],
+            _calendar(column, "date", func.to_char(column, _sql("'YYYY-MM-DD'"))),
+        )
+    if data_type in ("timestamp with time zone", "timestamp without time zone"):
+        moment = cast(column, TIMESTAMP(timezone=True))
+        text = func.to_char(moment, _sql('\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\''))
+        formatted = func.replace(text, _sql("'.000000Z'"), _sql("'Z'"))
+        return typing.cast(ColumnElement[Any], _calendar(moment, "ts", formatted))
+    if data_type == "bytea":
+        return func.translate(func.encode(column, _sql("'base64'")), _sql("E'\\n'"), _sql("''"))
     return cast(column, TEXT)
 
 

@@ -101,3 +101,14 @@ async def test_the_sql_adapters_share_one_engine_for_the_database(tmp_path: Path
     settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path)})
     async with open_sql_adapters(settings) as (repository, index):
         assert repository._engine is index._engine  # type: ignore[attr-defined]
+
+
+async def test_the_worker_reuses_discovered_schemas_unless_told_not_to(tmp_path: Path) -> None:
+    from application.cached_discovery import SchemaCachingReader
+
+    env = {"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY}
+    async with bootstrap(Settings.from_env(env)) as fetcher:
+        assert isinstance(fetcher.worker.run_job.reader, SchemaCachingReader)
+    off = Settings.from_env({**env, "FETCHER_WORKER_SCHEMA_TTL_SECONDS": "0"})
+    async with bootstrap(off) as fetcher:
+        assert not isinstance(fetcher.worker.run_job.reader, SchemaCachingReader)

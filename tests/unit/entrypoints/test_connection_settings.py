@@ -48,6 +48,22 @@ def test_connection_settings_are_read_from_the_environment():
     assert (options.max_pagination_limit, options.max_pagination_months) == (500, 6)
 
 
+def test_pool_schema_and_server_json_settings_are_read_from_the_environment():
+    defaults = Settings.from_env({}).connections
+    assert (defaults.pool_size, defaults.pool_idle_seconds) == (4, 60)
+    assert (defaults.worker_schema_ttl_seconds, defaults.server_json) == (10, False)
+    options = Settings.from_env(
+        {
+            "FETCHER_DATASOURCE_POOL_SIZE": "0",
+            "FETCHER_DATASOURCE_POOL_IDLE_SECONDS": "5",
+            "FETCHER_WORKER_SCHEMA_TTL_SECONDS": "0",
+            "FETCHER_PG_SERVER_JSON": "true",
+        }
+    ).connections
+    assert (options.pool_size, options.pool_idle_seconds) == (0, 5)
+    assert (options.worker_schema_ttl_seconds, options.server_json) == (0, True)
+
+
 def test_internal_datasources_take_any_config_name():
     (ledger,) = Settings.from_env(LEDGER).connections.internal
     assert ledger.config_name == "ledger_main" and ledger.type is DatabaseType.POSTGRESQL
@@ -100,6 +116,10 @@ def test_several_internal_datasources_in_variable_order():
         ({"DATASOURCE_LEDGER_OPTIONS": "novalue"}, "DATASOURCE_LEDGER_OPTIONS"),
         ({"DATASOURCE_OTHER_CONFIG_NAME": "ledger_main"}, "configured twice"),
         ({"SCHEMA_CACHE_TTL_SECONDS": "0"}, "SCHEMA_CACHE_TTL_SECONDS"),
+        ({"FETCHER_DATASOURCE_POOL_SIZE": "-1"}, "FETCHER_DATASOURCE_POOL_SIZE"),
+        ({"FETCHER_DATASOURCE_POOL_IDLE_SECONDS": "0"}, "FETCHER_DATASOURCE_POOL_IDLE_SECONDS"),
+        ({"FETCHER_WORKER_SCHEMA_TTL_SECONDS": "x"}, "FETCHER_WORKER_SCHEMA_TTL_SECONDS"),
+        ({"FETCHER_PG_SERVER_JSON": "maybe"}, "FETCHER_PG_SERVER_JSON"),
         ({"MAX_PAGINATION_LIMIT": "lots"}, "MAX_PAGINATION_LIMIT"),
         ({"CONNECTION_CHECK_CACHE_SECONDS": "-1"}, "CONNECTION_CHECK_CACHE_SECONDS"),
         ({"CONNECTION_CHECK_CACHE_SECONDS": "soon"}, "CONNECTION_CHECK_CACHE_SECONDS"),
