@@ -65,9 +65,11 @@ ROUTES: dict[tuple[str, str], Permission] = {
     ("POST", "/v1/fetcher"): P.FETCHER_POST,
     ("GET", "/v1/fetcher/{job_id}"): P.FETCHER_GET,
     ("GET", "/v1/fetcher/{job_id}/events"): P.FETCHER_HISTORY,
+    ("GET", "/v1/audit/checkpoints"): P.FETCHER_HISTORY,
 }
 """Reference §2.1: validate-schema, test and assign are ``connections:post``; schema and the
-unassigned list ``connections:get``; the job history is ``fetcher:history``."""
+unassigned list ``connections:get``; the job history and the audit checkpoints are
+``fetcher:history``."""
 
 
 @dataclass
@@ -127,6 +129,7 @@ HAPPY: dict[tuple[str, str], Callable[[World], Request]] = {
     ),
     ("GET", "/v1/fetcher/{job_id}"): lambda w: (f"/v1/fetcher/{w.job}", {}, 200),
     ("GET", "/v1/fetcher/{job_id}/events"): lambda w: (f"/v1/fetcher/{w.job}/events", {}, 200),
+    ("GET", "/v1/audit/checkpoints"): lambda w: ("/v1/audit/checkpoints", {}, 200),
 }
 
 
