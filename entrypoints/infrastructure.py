@@ -35,10 +35,16 @@ KEY_FILE = "master.key"
 
 
 @contextlib.asynccontextmanager
-async def open_event_store(settings: Settings) -> AsyncIterator[JobEventStore]:
-    """The event store on PostgreSQL, or on its SQLite file; its tables are created now."""
+async def open_event_store(
+    settings: Settings, *, fail_fast: bool = False
+) -> AsyncIterator[JobEventStore]:
+    """The event store on PostgreSQL, or on its SQLite file; its tables are created now.
+    ``fail_fast``: for a process that answers requests (an outage is ``Unavailable`` within
+    seconds instead of after the library's retries)."""
     database = settings.database
-    store = EventsourcingJobEventStore.for_database(database.postgres or database.event_store_file)
+    store = EventsourcingJobEventStore.for_database(
+        database.postgres or database.event_store_file, fail_fast=fail_fast
+    )
     try:
         try:
             await store.open()

@@ -223,6 +223,9 @@ class EngineSettings:
     timeout_seconds: float
     parallelism: int
     pending_timeout_seconds: int
+    dispatch_timeout_seconds: int = 600
+    """A work order the relay could not publish for this long after the request fails the
+    job (``job.failed`` is emitted once the broker takes it)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EngineSettings:
@@ -242,6 +245,7 @@ class EngineSettings:
             timeout_seconds=float(_int(env, "ENGINE_TIMEOUT_SECONDS", 300)),
             parallelism=4,
             pending_timeout_seconds=_int(env, "FETCHER_PENDING_TIMEOUT_SECONDS", 3600),
+            dispatch_timeout_seconds=_int(env, "FETCHER_DISPATCH_TIMEOUT_SECONDS", 600),
         )
 
 

@@ -127,8 +127,11 @@ class EventsourcingJobEventStore(JobEventStore):
     to fail fast and create the tables; finish with ``await close()``.
     """
 
-    def __init__(self, env: Mapping[str, str], *, max_workers: int = 8) -> None:
+    def __init__(
+        self, env: Mapping[str, str], *, max_workers: int = 8, fail_fast: bool = False
+    ) -> None:
         self._env = dict(env)
+        self._fail_fast = fail_fast
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="fetcher-eventstore")
         self._init_lock = threading.Lock()
         self._factory: InfrastructureFactory[Any] | None = None
@@ -148,14 +151,23 @@ class EventsourcingJobEventStore(JobEventStore):
         schema: str | None = None,
         max_workers: int = 8,
         connect_timeout: int = 5,
+        fail_fast: bool = False,
     ) -> EventsourcingJobEventStore:
-        """A PostgreSQL database (tables in ``schema``, default public) or a SQLite file."""
+        """A PostgreSQL database (tables in ``schema``, default public) or a SQLite file.
+
+        The library tries each statement up to ten times, each waiting for a connection up
+        to ``connect_timeout``: a caller waits up to a minute while the database is down.
+        With ``fail_fast`` (a process that answers requests) each statement is tried once on
+        a connection checked before use, so an outage is ``Unavailable`` within
+        ``connect_timeout``."""
         if isinstance(database, Path):
-            return cls(sqlite_env(database), max_workers=max_workers)
+            return cls(sqlite_env(database), max_workers=max_workers, fail_fast=fail_fast)
         env = postgres_env(
             database, schema=schema, connect_timeout=connect_timeout, pool_size=max_workers
         )
-        return cls(env, max_workers=max_workers)
+        if fail_fast:
+            env["POSTGRES_PRE_PING"] = "y"
+        return cls(env, max_workers=max_workers, fail_fast=fail_fast)
 
     @classmethod
     def in_memory(cls) -> EventsourcingJobEventStore:
@@ -195,6 +207,15 @@ class EventsourcingJobEventStore(JobEventStore):
                 raise
         raise AssertionError("unreachable")
 
+    def _attempts(self, method: Callable[..., T]) -> Callable[..., T]:
+        """A recorder method as this store calls it: once when failing fast, else with the
+        library's retries."""
+        owner = type(getattr(method, "__self__", None))
+        library = getattr(owner, getattr(method, "__name__", ""), None)
+        if self._fail_fast and hasattr(library, "__wrapped__"):
+            return _single_attempt(method)
+        return method
+
     async def _run(self, func: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise Unavailable("the event store is closed")
@@ -231,7 +252,8 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _append(self, events: list[DomainEvent]) -> int:
         recorder, mapper = self._ensure_open()
-        ids = recorder.insert_events([mapper.to_stored_event(e) for e in events])
+        insert = self._attempts(recorder.insert_events)
+        ids = insert([mapper.to_stored_event(e) for e in events])
         if not ids:
             raise RuntimeError("the recorder returned no notification ids")
         return max(ids)
@@ -245,7 +267,7 @@ class EventsourcingJobEventStore(JobEventStore):
     def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
         recorder, mapper = self._ensure_open()
         out: list[T] = []
-        for stored in recorder.select_events(originator_id):
+        for stored in self._attempts(recorder.select_events)(originator_id):
             event = self._decode(mapper, stored)
             if not isinstance(event, kind):
                 raise TypeError(f"{originator_id} holds a {type(event).__name__}")
@@ -259,7 +281,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _read_log(self, after: int, limit: int) -> list[LoggedEvent]:
         recorder, mapper = self._ensure_open()
-        notifications = recorder.select_notifications(
+        notifications = self._attempts(recorder.select_notifications)(
             start=after, limit=limit, inclusive_of_start=False
         )
         return [LoggedEvent(n.id, self._decode(mapper, n)) for n in notifications]
@@ -269,7 +291,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _last_notification_id(self) -> int:
         recorder, _ = self._ensure_open()
-        return recorder.max_notification_id() or 0
+        return self._attempts(recorder.max_notification_id)() or 0
 
     async def position(self, follower: str) -> int:
         _check_follower(follower)
@@ -277,7 +299,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _position(self, follower: str) -> int:
         recorder, _ = self._ensure_open()
-        return recorder.max_tracking_id(follower) or 0
+        return self._attempts(recorder.max_tracking_id)(follower) or 0
 
     async def advance(self, follower: str, notification_id: int) -> None:
         _check_follower(follower)
@@ -285,10 +307,10 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _advance(self, follower: str, notification_id: int) -> None:
         recorder, _ = self._ensure_open()
-        if notification_id <= (recorder.max_tracking_id(follower) or 0):
+        if notification_id <= (self._attempts(recorder.max_tracking_id)(follower) or 0):
             return
         try:
-            recorder.insert_tracking(Tracking(follower, notification_id))
+            self._attempts(recorder.insert_tracking)(Tracking(follower, notification_id))
         except RecordConflictError:
             # A concurrent advance recorded this position (or a later one) first.
             return
