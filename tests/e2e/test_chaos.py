@@ -1,0 +1,473 @@
+"""Chaos: jobs flow through `fetcher api`, `relay` and two `worker`s while workers are
+SIGKILLed mid-job, the broker is cut (a TCP proxy in front of the shared RabbitMQ) and the
+object storage server (a nanio of the test's own) is killed and restarted.
+
+Every job must end with its terminal event delivered (a duplicate only with the same
+``ce-id``) and signed; every completed result must decrypt and match its HMAC; nothing may be
+left in the bucket but those results (no orphan object, no incomplete multipart upload). The
+takeover time of each job a killed worker left is printed, and jobs a live worker dropped
+are counted apart from those.
+
+The suite runs a reduced form; ``make chaos`` runs the full size. Knobs (environment):
+``CHAOS_JOBS`` (60), ``CHAOS_LARGE_EVERY`` (every n-th job reads the large table, multipart;
+10), ``CHAOS_SUBMIT_SECONDS`` (40), ``CHAOS_WORKER_KILLS`` (2), ``CHAOS_BROKER_CUTS`` (1),
+``CHAOS_BROKER_CUT_SECONDS`` (10), ``CHAOS_STORAGE_RESTARTS`` (1),
+``CHAOS_STORAGE_DOWN_SECONDS`` (3), ``CHAOS_SETTLE_SECONDS`` (time allowed after the last
+submission for every job to end; 240), ``CHAOS_ENGINE_TIMEOUT_SECONDS`` (10), and
+``CHAOS_WORKER_ENV`` (``NAME=value,...`` added to the workers' and relay's settings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from aiobotocore.session import get_session
+
+from adapters.crypto.sealing import open_result
+from adapters.crypto.signing import HmacMessageSigner
+from tests.e2e.behind_proxies import EventCollector, ProxiedStack, proxied_stack, wait_ready
+from tests.e2e.conftest import (
+    ROOT,
+    S3_ACCESS,
+    S3_BUCKET,
+    S3_SECRET,
+    create_database,
+    drop_database,
+    free_port,
+    pg_url,
+)
+from tests.e2e.test_job_flow import PRODUCT, derived_key, register
+
+
+def _knob(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+JOBS = _knob("CHAOS_JOBS", 60)
+LARGE_EVERY = _knob("CHAOS_LARGE_EVERY", 10)
+SUBMIT_SECONDS = _knob("CHAOS_SUBMIT_SECONDS", 40)
+WORKER_KILLS = _knob("CHAOS_WORKER_KILLS", 2)
+BROKER_CUTS = _knob("CHAOS_BROKER_CUTS", 1)
+BROKER_CUT_SECONDS = _knob("CHAOS_BROKER_CUT_SECONDS", 10)
+STORAGE_RESTARTS = _knob("CHAOS_STORAGE_RESTARTS", 1)
+STORAGE_DOWN_SECONDS = _knob("CHAOS_STORAGE_DOWN_SECONDS", 3)
+SETTLE_SECONDS = _knob("CHAOS_SETTLE_SECONDS", 240)
+ENGINE_TIMEOUT_SECONDS = _knob("CHAOS_ENGINE_TIMEOUT_SECONDS", 10)
+SMALL_ROWS = 2_000
+LARGE_ROWS = 60_000
+"""About 14 MiB of result: two parts of a multipart upload."""
+PAD = 180
+
+
+def _worker_env() -> dict[str, str]:
+    raw = os.environ.get("CHAOS_WORKER_ENV", "")
+    pairs = (item.split("=", 1) for item in raw.split(",") if "=" in item)
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+def _nanio_binary() -> str:
+    candidates = [
+        os.environ.get("FETCHER_TEST_NANIO", ""),
+        str(ROOT / ".ci-state" / "tools" / "nanio" / "bin" / "nanio"),
+        shutil.which("nanio") or "",
+    ]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail(
+        "the nanio server is not installed: run `deploy/services.sh start` (or set "
+        "FETCHER_TEST_NANIO)",
+        pytrace=False,
+    )
+
+
+class OwnStorage:
+    """A nanio server of the test's own (so killing it disturbs nobody), on a free port."""
+
+    def __init__(self, data: Path, logs: Path) -> None:
+        self.binary = _nanio_binary()
+        self.data = data
+        self.logs = logs
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = open(self.logs / f"nanio-{self.starts}.log", "wb")
+        env = {**os.environ, "NANIO_ACCESS_KEY": S3_ACCESS, "NANIO_SECRET_KEY": S3_SECRET}
+        self.proc = subprocess.Popen(
+            [
+                *(self.binary, "serve", "--data-dir", str(self.data)),
+                *("--host", "127.0.0.1", "--port", str(self.port), "--no-access-log"),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the test's nanio did not start")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def client(self) -> Any:
+        return get_session().create_client(
+            "s3",
+            region_name="us-east-1",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=S3_ACCESS,
+            aws_secret_access_key=S3_SECRET,
+        )
+
+
+async def _create_bucket(storage: OwnStorage) -> None:
+    async with storage.client() as s3:
+        await s3.create_bucket(Bucket=S3_BUCKET)
+
+
+async def _bucket_contents(storage: OwnStorage, prefix: str) -> tuple[set[str], list[str]]:
+    """(object keys, keys of incomplete multipart uploads) under ``prefix``."""
+    keys: set[str] = set()
+    uploads: list[str] = []
+    async with storage.client() as s3:
+        paginator = s3.get_paginator("list_objects_v2")
+        async for page in paginator.paginate(Bucket=S3_BUCKET, Prefix=prefix):
+            keys |= {item["Key"] for item in page.get("Contents", [])}
+        listed = await s3.list_multipart_uploads(Bucket=S3_BUCKET, Prefix=prefix)
+        uploads = [item["Key"] for item in listed.get("Uploads", [])]
+    return keys, uploads
+
+
+async def _read_object(storage: OwnStorage, key: str) -> bytes:
+    async with storage.client() as s3:
+        response = await s3.get_object(Bucket=S3_BUCKET, Key=key)
+        async with response["Body"] as stream:
+            data: bytes = await stream.read()
+    return data
+
+
+async def _fill_source(name: str) -> None:
+    await create_database(name)
+    conn = await asyncpg.connect(pg_url(name))
+    try:
+        for table, rows in (("small", SMALL_ROWS), ("large", LARGE_ROWS)):
+            await conn.execute(
+                f"CREATE TABLE {table} AS SELECT g AS id, repeat('x', {PAD}) || g AS pad "
+                f"FROM generate_series(1, {rows}) g"
+            )
+    finally:
+        await conn.close()
+
+
+@dataclass
+class Kill:
+    worker: str
+    worker_id: str
+    at: datetime
+    holding: set[str]
+
+
+@dataclass
+class Chaos:
+    stack: ProxiedStack
+    storage: OwnStorage
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    kills: list[Kill] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    spawned: int = 0
+
+    def start_worker(self) -> str:
+        self.spawned += 1
+        name = f"worker-{self.spawned}"
+        self.workers[name] = self.stack.processes.start("worker", name, **_worker_env())
+        return name
+
+    def worker_id(self, name: str) -> str:
+        return f"{socket.gethostname()}:{self.workers[name].pid}"
+
+    async def holding(self, worker_id: str) -> set[str]:
+        """The jobs whose latest event is a claim by ``worker_id``."""
+        conn = await asyncpg.connect(self.stack.store_url)
+        try:
+            rows = await conn.fetch(
+                """
+                SELECT e.originator_id::text AS job FROM stored_events e
+                WHERE e.topic = 'domain.job:JobClaimed'
+                  AND convert_from(e.state, 'UTF8')::jsonb ->> 'worker_id' = $1
+                  AND NOT EXISTS (
+                    SELECT 1 FROM stored_events later
+                    WHERE later.originator_id = e.originator_id
+                      AND later.originator_version > e.originator_version)
+                """,
+                worker_id,
+            )
+        finally:
+            await conn.close()
+        return {str(row["job"]) for row in rows}
+
+    async def kill_worker(self) -> None:
+        """SIGKILLs the oldest running worker once it holds a job (or after 5 s), and starts
+        another in its place."""
+        name = next(iter(self.workers))
+        worker_id = self.worker_id(name)
+        for _ in range(50):
+            if await self.holding(worker_id):
+                break
+            await asyncio.sleep(0.1)
+        proc = self.workers.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        at = datetime.now(UTC)
+        proc.wait(timeout=10)
+        held = await self.holding(worker_id)
+        self.kills.append(Kill(name, worker_id, at, held))
+        self.faults.append(f"{at:%H:%M:%S} SIGKILL {name} holding {len(held)} job(s)")
+        self.start_worker()
+
+    async def cut_broker(self) -> None:
+        self.stack.broker.cut()
+        self.faults.append(f"{datetime.now(UTC):%H:%M:%S} broker cut {BROKER_CUT_SECONDS}s")
+        await asyncio.sleep(BROKER_CUT_SECONDS)
+        self.stack.broker.restore()
+
+    async def restart_storage(self) -> None:
+        self.storage.kill()
+        self.faults.append(f"{datetime.now(UTC):%H:%M:%S} storage killed")
+        await asyncio.sleep(STORAGE_DOWN_SECONDS)
+        await asyncio.to_thread(self.storage.start)
+
+
+def _schedule() -> list[str]:
+    """The faults, interleaved: kill, cut, restart, kill, ..."""
+    left = {"kill": WORKER_KILLS, "cut": BROKER_CUTS, "restart": STORAGE_RESTARTS}
+    order: list[str] = []
+    while any(left.values()):
+        for kind in ("kill", "cut", "restart"):
+            if left[kind]:
+                order.append(kind)
+                left[kind] -= 1
+    return order
+
+
+@pytest.fixture
+def chaos(run_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Chaos, str]]:
+    logs = tmp_path_factory.mktemp("chaos-logs")
+    storage = OwnStorage(tmp_path_factory.mktemp("chaos-nanio"), logs)
+    storage.start()
+    source = f"fetcher_e2e_chaos_src_{run_id}"
+    try:
+        asyncio.run(_create_bucket(storage))
+        asyncio.run(_fill_source(source))
+        for stack in proxied_stack(
+            f"{run_id}_chaos",
+            logs,
+            tmp_path_factory.mktemp("chaos-data"),
+            s3_endpoint=storage.endpoint,
+            ENGINE_TIMEOUT_SECONDS=str(ENGINE_TIMEOUT_SECONDS),
+            RABBITMQ_NUMBERS_OF_WORKERS="3",
+        ):
+            yield Chaos(stack, storage), source
+    finally:
+        storage.kill()
+        asyncio.run(drop_database(source))
+
+
+def _post(api: str, n: int) -> str:
+    table = "large" if LARGE_EVERY and n % LARGE_EVERY == LARGE_EVERY - 1 else "small"
+    for _ in range(30):
+        response = httpx.post(
+            f"{api}/v1/fetcher",
+            json={
+                "dataRequest": {"mappedFields": {"chaos_pg": {table: ["*"]}}},
+                "metadata": {"source": PRODUCT, "n": str(n)},
+            },
+            timeout=60,
+        )
+        if response.status_code == 202:
+            return str(response.json()["jobId"])
+        assert response.status_code == 503, response.text  # only "try again later"
+        time.sleep(1)
+    raise AssertionError(f"job {n} was never accepted")
+
+
+def _statuses(api: str, jobs: list[str]) -> dict[str, dict[str, Any]]:
+    with httpx.Client(base_url=api, timeout=30) as client:
+        return {job: client.get(f"/v1/fetcher/{job}").json() for job in jobs}
+
+
+def _history(api: str, job: str) -> list[dict[str, Any]]:
+    response = httpx.get(f"{api}/v1/fetcher/{job}/events", timeout=30)
+    events: list[dict[str, Any]] = response.json()["events"]
+    return events
+
+
+def _parse(timestamp: str) -> datetime:
+    whole, _, fraction = timestamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{whole}.{(fraction + '000000')[:6]}+00:00")
+
+
+@pytest.mark.timeout(SUBMIT_SECONDS + SETTLE_SECONDS + 240)
+async def test_chaos_every_job_ends_once_with_valid_event_and_object(
+    chaos: tuple[Chaos, str],
+) -> None:
+    state, source = chaos
+    stack = state.stack
+    processes = stack.processes
+    started = time.monotonic()
+    extra = _worker_env()
+    processes.start("api")
+    processes.start("relay", **extra)
+    state.start_worker()
+    state.start_worker()
+    processes.wait_healthy()
+    for name in ("relay", *state.workers):
+        wait_ready(processes.health_urls[name], processes)
+    register(stack.api, source, "chaos_pg")
+
+    async with EventCollector(stack.exchange) as events:
+        submitting = asyncio.create_task(
+            asyncio.to_thread(
+                lambda: [
+                    (_post(stack.api, n), time.sleep(SUBMIT_SECONDS / JOBS))[0] for n in range(JOBS)
+                ]
+            )
+        )
+        faults = _schedule()
+        for kind in faults:
+            await asyncio.sleep(SUBMIT_SECONDS / (len(faults) + 1))
+            if kind == "kill":
+                await state.kill_worker()
+            elif kind == "cut":
+                await state.cut_broker()
+            else:
+                await state.restart_storage()
+        jobs: list[str] = await submitting
+        submitted = time.monotonic()
+
+        deadline = submitted + SETTLE_SECONDS
+        pending = list(jobs)
+        finals: dict[str, dict[str, Any]] = {}
+        while pending and time.monotonic() < deadline:
+            for job, body in _statuses(stack.api, pending).items():
+                if body.get("status") in ("completed", "failed"):
+                    finals[job] = body
+            pending = [job for job in pending if job not in finals]
+            await events.drain()
+            await asyncio.sleep(1)
+        assert not pending, f"{len(pending)} jobs never ended: {pending[:5]}\n{processes.tail()}"
+        missing = await events.until(set(jobs), timeout=60)
+        await asyncio.sleep(2)
+        await events.drain()
+    ended = time.monotonic()
+
+    # Every terminal event: delivered, signed, matching the job; duplicates share a ce-id.
+    external = derived_key("external-hmac")
+    signer = HmacMessageSigner([external])
+    assert not missing, f"no event for {len(missing)} jobs: {sorted(missing)[:5]}"
+    duplicates = 0
+    for job in jobs:
+        delivered = events.events[job]
+        duplicates += len(delivered) - 1
+        assert len({bytes(headers["ce-id"]) for _, headers, *_ in delivered}) == 1, job
+        status = finals[job]["status"]
+        for routing_key, headers, body, exchange in delivered:
+            assert routing_key == f"job.{status}", (job, routing_key, status)
+            signer.verify(
+                headers=headers,
+                exchange=exchange,
+                routing_key=routing_key,
+                body=body,
+                now=int(time.time()),
+                max_age=3600,
+            )
+
+    # Every completed result decrypts, matches its HMAC and has its rows.
+    storage_key = derived_key("storage")
+    prefix = stack.key_prefix
+    completed = [job for job in jobs if finals[job]["status"] == "completed"]
+    expected_keys = set()
+    for job in completed:
+        body = json.loads(events.events[job][0][2])
+        result = body["result"]
+        key = prefix + result["path"]
+        expected_keys.add(key)
+        blob = await _read_object(state.storage, key)
+        plaintext = open_result(blob, storage_key, external, result["hmac"])
+        tables = json.loads(plaintext)["chaos_pg"]
+        rows = next(iter(tables.values()))
+        assert len(rows) == result["rowCount"] in (SMALL_ROWS, LARGE_ROWS), job
+
+    # Nothing else in the bucket: no orphan object, no incomplete multipart upload.
+    keys, uploads = await _bucket_contents(state.storage, prefix)
+    assert keys == expected_keys, f"orphans: {sorted(keys - expected_keys)[:5]}"
+    assert uploads == [], f"{len(uploads)} incomplete multipart uploads: {uploads[:5]}"
+
+    # Who dropped what: jobs a killed worker left, and jobs a live worker dropped.
+    killed = {kill.worker_id: kill for kill in state.kills}
+    takeovers: list[tuple[str, float | None]] = []
+    dropped_by_live: list[str] = []
+    for job in jobs:
+        claims = [e for e in _history(stack.api, job) if e["type"] == "Claimed"]
+        for earlier, later in itertools.pairwise(claims):
+            worker = earlier["facts"]["worker_id"]
+            if worker in killed and job in killed[worker].holding:
+                taken = (_parse(later["timestamp"]) - killed[worker].at).total_seconds()
+                takeovers.append((job, taken))
+            else:
+                dropped_by_live.append(job)
+    left_by_killed = sum(len(kill.holding) for kill in state.kills)
+    taken_over = {job for job, _ in takeovers}
+    untaken = [job for kill in state.kills for job in kill.holding if job not in taken_over]
+
+    failures = Counter(
+        (finals[job].get("metadata") or {}).get("error", "?")
+        for job in jobs
+        if finals[job]["status"] == "failed"
+    )
+    print(f"\nchaos: {JOBS} jobs ({JOBS // LARGE_EVERY if LARGE_EVERY else 0} large)")
+    for line in state.faults:
+        print(f"  fault {line}")
+    print(
+        f"  completed {len(completed)}, failed {len(jobs) - len(completed)} "
+        f"{dict(failures)}; events {sum(map(len, events.events.values()))} "
+        f"({duplicates} duplicates, same ce-id)"
+    )
+    print(
+        f"  jobs left by killed workers: {left_by_killed}; dropped by a live worker: "
+        f"{len(dropped_by_live)}"
+    )
+    for job, seconds in takeovers:
+        print(f"  takeover of {job}: {seconds:.1f}s after the kill")
+    print(
+        f"  run {ended - started:.0f}s (submitting {submitted - started:.0f}s, "
+        f"settling {ended - submitted:.0f}s)"
+    )
+    # A job a killed worker left ends by being claimed again (or failed by the reaper).
+    for job in untaken:
+        assert finals[job]["status"] == "failed", (job, finals[job])
