@@ -171,7 +171,7 @@ STARTING_MESSAGE = (
     http_method=list(HttpMethod),
     include_in_schema=False,
 )
-async def starting(path: str = "") -> None:
+async def starting() -> None:
     raise Unavailable(STARTING_MESSAGE)
 
 
