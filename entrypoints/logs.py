@@ -52,11 +52,23 @@ class ContextFilter(logging.Filter):
         return True
 
 
-CONNECTION_LIBRARIES = frozenset(
-    {"aiormq", "aio_pika", "psycopg", "psycopg_pool", "asyncpg", "botocore", "aiobotocore"}
+CONNECTION_LIBRARIES = (
+    "aiormq",
+    "aio_pika",
+    "psycopg",
+    "psycopg_pool",
+    "asyncpg",
+    "sqlalchemy.pool",
+    "botocore",
+    "aiobotocore",
 )
-"""Clients whose own lines about a lost connection repeat at every reconnection attempt, often
-with a traceback at ERROR (aiormq's reader, aio-pika's robust connection)."""
+"""Loggers (and their children) of clients whose own lines about a lost connection repeat at
+every reconnection attempt, often with a traceback at ERROR (aiormq's reader, aio-pika's
+robust connection, SQLAlchemy's pool resetting a dead connection)."""
+
+
+def _connection_library(name: str) -> bool:
+    return any(name == each or name.startswith(f"{each}.") for each in CONNECTION_LIBRARIES)
 
 
 class QuietConnectionLibraries(logging.Filter):
@@ -67,7 +79,7 @@ class QuietConnectionLibraries(logging.Filter):
     errors."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.name.split(".", 1)[0] not in CONNECTION_LIBRARIES:
+        if not _connection_library(record.name):
             return True
         return logging.getLogger().isEnabledFor(logging.DEBUG)
 

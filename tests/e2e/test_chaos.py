@@ -212,47 +212,71 @@ class Chaos:
     def worker_id(self, name: str) -> str:
         return f"{socket.gethostname()}:{self.workers[name].pid}"
 
-    async def holding(self, worker_id: str) -> set[str]:
-        """The jobs whose latest event is a claim by ``worker_id``."""
+    async def holding(self, worker_id: str | None, *, large: bool = False) -> set[str]:
+        """The jobs whose latest event is a claim by ``worker_id`` (by any worker: ``None``),
+        only those reading the large table if ``large``."""
         conn = await asyncpg.connect(self.stack.store_url)
         try:
             rows = await conn.fetch(
                 """
                 SELECT e.originator_id::text AS job FROM stored_events e
                 WHERE e.topic = 'domain.job:JobClaimed'
-                  AND convert_from(e.state, 'UTF8')::jsonb ->> 'worker_id' = $1
+                  AND ($1::text IS NULL
+                       OR convert_from(e.state, 'UTF8')::jsonb ->> 'worker_id' = $1)
                   AND NOT EXISTS (
                     SELECT 1 FROM stored_events later
                     WHERE later.originator_id = e.originator_id
                       AND later.originator_version > e.originator_version)
+                  AND (NOT $2 OR EXISTS (
+                    SELECT 1 FROM stored_events requested
+                    WHERE requested.originator_id = e.originator_id
+                      AND requested.topic = 'domain.job:JobRequested'
+                      AND convert_from(requested.state, 'UTF8') LIKE '%"large"%'))
                 """,
                 worker_id,
+                large,
             )
         finally:
             await conn.close()
         return {str(row["job"]) for row in rows}
 
+    async def _until_holding(self, worker_id: str | None, *, large: bool, seconds: float) -> None:
+        for _ in range(int(seconds * 10)):
+            if await self.holding(worker_id, large=large):
+                return
+            await asyncio.sleep(0.1)
+
     async def kill_worker(self) -> None:
-        """SIGKILLs the oldest running worker once it holds a job (or after 5 s), and starts
-        another in its place."""
+        """SIGKILLs the oldest running worker once it holds a job (every other kill: a large
+        one, so that a multipart upload is cut; waiting at most 10 s), and starts another in
+        its place."""
         name = next(iter(self.workers))
         worker_id = self.worker_id(name)
-        for _ in range(50):
-            if await self.holding(worker_id):
-                break
-            await asyncio.sleep(0.1)
+        large = len(self.kills) % 2 == 1
+        await self._until_holding(worker_id, large=large, seconds=10)
+        if not await self.holding(worker_id):
+            await self._until_holding(worker_id, large=False, seconds=5)
         proc = self.workers.pop(name)
         proc.send_signal(signal.SIGKILL)
         at = datetime.now(UTC)
         proc.wait(timeout=10)
         held = await self.holding(worker_id)
+        big = await self.holding(worker_id, large=True)
         self.kills.append(Kill(name, worker_id, at, held))
-        self.faults.append(f"{at:%H:%M:%S} SIGKILL {name} holding {len(held)} job(s)")
+        self.faults.append(
+            f"{at:%H:%M:%S} SIGKILL {name} holding {len(held)} job(s), {len(big)} large"
+        )
         self.start_worker()
 
     async def cut_broker(self) -> None:
+        """Cuts the broker while a live worker runs a large job (waiting at most 10 s)."""
+        await self._until_holding(None, large=True, seconds=10)
+        running = await self.holding(None)
         self.stack.broker.cut()
-        self.faults.append(f"{datetime.now(UTC):%H:%M:%S} broker cut {BROKER_CUT_SECONDS}s")
+        self.faults.append(
+            f"{datetime.now(UTC):%H:%M:%S} broker cut {BROKER_CUT_SECONDS}s "
+            f"with {len(running)} job(s) running"
+        )
         await asyncio.sleep(BROKER_CUT_SECONDS)
         self.stack.broker.restore()
 
@@ -334,7 +358,7 @@ def _parse(timestamp: str) -> datetime:
 
 @pytest.mark.timeout(SUBMIT_SECONDS + SETTLE_SECONDS + 240)
 async def test_chaos_every_job_ends_once_with_valid_event_and_object(
-    chaos: tuple[Chaos, str],
+    chaos: tuple[Chaos, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     state, source = chaos
     stack = state.stack
@@ -386,14 +410,55 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
         await events.drain()
     ended = time.monotonic()
 
+    # Who dropped what: jobs a killed worker left, and jobs a live worker dropped.
+    killed = {kill.worker_id: kill for kill in state.kills}
+    takeovers: list[tuple[str, float]] = []
+    dropped_by_live: list[tuple[str, float]] = []
+    for job in jobs:
+        claims = [e for e in _history(stack.api, job) if e["type"] == "Claimed"]
+        for earlier, later in itertools.pairwise(claims):
+            worker = earlier["facts"]["worker_id"]
+            if worker in killed and job in killed[worker].holding:
+                taken = (_parse(later["timestamp"]) - killed[worker].at).total_seconds()
+                takeovers.append((job, taken))
+            else:
+                claimed = _parse(later["timestamp"]) - _parse(earlier["timestamp"])
+                dropped_by_live.append((job, claimed.total_seconds()))
+    left_by_killed = sum(len(kill.holding) for kill in state.kills)
+    taken_over = {job for job, _ in takeovers}
+    untaken = [job for kill in state.kills for job in kill.holding if job not in taken_over]
+
+    failures = Counter(
+        (finals[job].get("metadata") or {}).get("error", "?")
+        for job in jobs
+        if finals[job]["status"] == "failed"
+    )
+    completed = [job for job in jobs if finals[job]["status"] == "completed"]
+    duplicates = sum(len(each) - 1 for each in events.events.values())
+    report = [
+        f"chaos: {JOBS} jobs ({JOBS // LARGE_EVERY if LARGE_EVERY else 0} large)",
+        *(f"  fault {line}" for line in state.faults),
+        f"  completed {len(completed)}, failed {len(jobs) - len(completed)} {dict(failures)}; "
+        f"events {sum(map(len, events.events.values()))} ({duplicates} duplicates, same ce-id)",
+        f"  jobs left by killed workers: {left_by_killed}, taken over {len(takeovers)}; "
+        f"jobs dropped by a live worker: {len(dropped_by_live)}",
+        *(f"  takeover of {job} (killed worker): {s:.1f}s after the kill" for job, s in takeovers),
+        *(
+            f"  reclaim of {job} (dropped by a live worker): {s:.1f}s after its claim"
+            for job, s in dropped_by_live
+        ),
+        f"  run {ended - started:.0f}s (submitting {submitted - started:.0f}s, "
+        f"settling {ended - submitted:.0f}s)",
+    ]
+    with capsys.disabled():
+        print("\n" + "\n".join(report))
+
     # Every terminal event: delivered, signed, matching the job; duplicates share a ce-id.
     external = derived_key("external-hmac")
     signer = HmacMessageSigner([external])
     assert not missing, f"no event for {len(missing)} jobs: {sorted(missing)[:5]}"
-    duplicates = 0
     for job in jobs:
         delivered = events.events[job]
-        duplicates += len(delivered) - 1
         assert len({bytes(headers["ce-id"]) for _, headers, *_ in delivered}) == 1, job
         status = finals[job]["status"]
         for routing_key, headers, body, exchange in delivered:
@@ -410,7 +475,6 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
     # Every completed result decrypts, matches its HMAC and has its rows.
     storage_key = derived_key("storage")
     prefix = stack.key_prefix
-    completed = [job for job in jobs if finals[job]["status"] == "completed"]
     expected_keys = set()
     for job in completed:
         body = json.loads(events.events[job][0][2])
@@ -428,46 +492,6 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
     assert keys == expected_keys, f"orphans: {sorted(keys - expected_keys)[:5]}"
     assert uploads == [], f"{len(uploads)} incomplete multipart uploads: {uploads[:5]}"
 
-    # Who dropped what: jobs a killed worker left, and jobs a live worker dropped.
-    killed = {kill.worker_id: kill for kill in state.kills}
-    takeovers: list[tuple[str, float | None]] = []
-    dropped_by_live: list[str] = []
-    for job in jobs:
-        claims = [e for e in _history(stack.api, job) if e["type"] == "Claimed"]
-        for earlier, later in itertools.pairwise(claims):
-            worker = earlier["facts"]["worker_id"]
-            if worker in killed and job in killed[worker].holding:
-                taken = (_parse(later["timestamp"]) - killed[worker].at).total_seconds()
-                takeovers.append((job, taken))
-            else:
-                dropped_by_live.append(job)
-    left_by_killed = sum(len(kill.holding) for kill in state.kills)
-    taken_over = {job for job, _ in takeovers}
-    untaken = [job for kill in state.kills for job in kill.holding if job not in taken_over]
-
-    failures = Counter(
-        (finals[job].get("metadata") or {}).get("error", "?")
-        for job in jobs
-        if finals[job]["status"] == "failed"
-    )
-    print(f"\nchaos: {JOBS} jobs ({JOBS // LARGE_EVERY if LARGE_EVERY else 0} large)")
-    for line in state.faults:
-        print(f"  fault {line}")
-    print(
-        f"  completed {len(completed)}, failed {len(jobs) - len(completed)} "
-        f"{dict(failures)}; events {sum(map(len, events.events.values()))} "
-        f"({duplicates} duplicates, same ce-id)"
-    )
-    print(
-        f"  jobs left by killed workers: {left_by_killed}; dropped by a live worker: "
-        f"{len(dropped_by_live)}"
-    )
-    for job, seconds in takeovers:
-        print(f"  takeover of {job}: {seconds:.1f}s after the kill")
-    print(
-        f"  run {ended - started:.0f}s (submitting {submitted - started:.0f}s, "
-        f"settling {ended - submitted:.0f}s)"
-    )
     # A job a killed worker left ends by being claimed again (or failed by the reaper).
     for job in untaken:
         assert finals[job]["status"] == "failed", (job, finals[job])

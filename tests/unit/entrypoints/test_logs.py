@@ -158,10 +158,12 @@ def test_connection_libraries_lines_show_only_at_debug(level):
         logging.getLogger("aiormq.connection").warning("reader exited", exc_info=True)
     logging.getLogger("aio_pika.robust_connection").error("Reconnecting after 5 seconds")
     logging.getLogger("botocore.retries").error("retrying")
+    logging.getLogger("sqlalchemy.pool.impl.AsyncAdaptedQueuePool").error("reset failed")
+    logging.getLogger("sqlalchemy.engine.Engine").warning("engine line")
     logging.getLogger("adapters.messaging.rabbitmq").warning("message broker connection lost")
     text = out.getvalue()
-    assert "message broker connection lost" in text
-    quiet = ("reader exited", "Reconnecting after", "retrying", "Traceback")
+    assert "message broker connection lost" in text and "engine line" in text
+    quiet = ("reader exited", "Reconnecting after", "retrying", "reset failed", "Traceback")
     if level == "info":
         assert not any(line in text for line in quiet), text
     else:
