@@ -246,14 +246,24 @@ class Chaos:
                 return
             await asyncio.sleep(0.1)
 
+    async def _until_uploading(self, worker_id: str, *, seconds: float) -> None:
+        """Until ``worker_id`` holds a large job whose multipart upload has begun."""
+        for _ in range(int(seconds * 5)):
+            held = await self.holding(worker_id, large=True)
+            if held:
+                _, uploads = await _bucket_contents(self.storage, self.stack.key_prefix)
+                if any(job in key for key in uploads for job in held):
+                    return
+            await asyncio.sleep(0.2)
+
     async def kill_worker(self) -> None:
         """SIGKILLs the oldest running worker once it holds a job (every other kill: a large
-        one, so that a multipart upload is cut; waiting at most 10 s), and starts another in
-        its place."""
+        one whose multipart upload has begun, waiting at most 15 s), and starts another in its
+        place."""
         name = next(iter(self.workers))
         worker_id = self.worker_id(name)
-        large = len(self.kills) % 2 == 1
-        await self._until_holding(worker_id, large=large, seconds=10)
+        if len(self.kills) % 2 == 1:
+            await self._until_uploading(worker_id, seconds=15)
         if not await self.holding(worker_id):
             await self._until_holding(worker_id, large=False, seconds=5)
         proc = self.workers.pop(name)
@@ -262,9 +272,12 @@ class Chaos:
         proc.wait(timeout=10)
         held = await self.holding(worker_id)
         big = await self.holding(worker_id, large=True)
+        _, uploads = await _bucket_contents(self.storage, self.stack.key_prefix)
+        cut = sum(any(job in key for job in held) for key in uploads)
         self.kills.append(Kill(name, worker_id, at, held))
         self.faults.append(
-            f"{at:%H:%M:%S} SIGKILL {name} holding {len(held)} job(s), {len(big)} large"
+            f"{at:%H:%M:%S} SIGKILL {name} holding {len(held)} job(s), {len(big)} large, "
+            f"{cut} multipart upload(s) begun"
         )
         self.start_worker()
 
