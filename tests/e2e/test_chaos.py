@@ -508,3 +508,8 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
     # A job a killed worker left ends by being claimed again (or failed by the reaper).
     for job in untaken:
         assert finals[job]["status"] == "failed", (job, finals[job])
+    # Outages are one line per change, never a library's traceback.
+    for log in sorted(processes.logs.glob("*.log")):
+        if not log.name.startswith("nanio"):
+            text = log.read_text(errors="replace")
+            assert "Traceback" not in text, f"{log.name}:\n{text[-4000:]}"
