@@ -8,13 +8,15 @@ left in the bucket but those results (no orphan object, no incomplete multipart 
 takeover time of each job a killed worker left is printed, and jobs a live worker dropped
 are counted apart from those.
 
-The suite runs a reduced form; ``make chaos`` runs the full size. Knobs (environment):
-``CHAOS_JOBS`` (60), ``CHAOS_LARGE_EVERY`` (every n-th job reads the large table, multipart;
-10), ``CHAOS_SUBMIT_SECONDS`` (40), ``CHAOS_WORKER_KILLS`` (2), ``CHAOS_BROKER_CUTS`` (1),
-``CHAOS_BROKER_CUT_SECONDS`` (10), ``CHAOS_STORAGE_RESTARTS`` (1),
-``CHAOS_STORAGE_DOWN_SECONDS`` (3), ``CHAOS_SETTLE_SECONDS`` (time allowed after the last
-submission for every job to end; 240), ``CHAOS_ENGINE_TIMEOUT_SECONDS`` (10), and
-``CHAOS_WORKER_ENV`` (``NAME=value,...`` added to the workers' and relay's settings).
+The suite runs a reduced form; ``make chaos`` runs the full size. Knobs (environment, with
+the suite's values): ``CHAOS_JOBS`` (60), ``CHAOS_LARGE_EVERY`` (every n-th job reads the
+large table, a multipart upload; 10), ``CHAOS_SUBMIT_SECONDS`` (40), ``CHAOS_WORKER_KILLS``
+(2), ``CHAOS_BROKER_CUTS`` (1), ``CHAOS_BROKER_CUT_SECONDS`` (10), ``CHAOS_STORAGE_RESTARTS``
+(1), ``CHAOS_STORAGE_DOWN_SECONDS`` (3), ``CHAOS_DATABASE_CUTS`` (the event store's
+PostgreSQL cut through its proxy; 0), ``CHAOS_DATABASE_CUT_SECONDS`` (5),
+``CHAOS_SETTLE_SECONDS`` (time allowed after the last submission for every job to end; 240),
+``CHAOS_ENGINE_TIMEOUT_SECONDS`` (10), and ``CHAOS_WORKER_ENV`` (``NAME=value,...`` added to
+the workers' and relay's settings).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ WORKER_KILLS = _knob("CHAOS_WORKER_KILLS", 2)
 BROKER_CUTS = _knob("CHAOS_BROKER_CUTS", 1)
 BROKER_CUT_SECONDS = _knob("CHAOS_BROKER_CUT_SECONDS", 10)
 STORAGE_RESTARTS = _knob("CHAOS_STORAGE_RESTARTS", 1)
+DATABASE_CUTS = _knob("CHAOS_DATABASE_CUTS", 0)
+DATABASE_CUT_SECONDS = _knob("CHAOS_DATABASE_CUT_SECONDS", 5)
 STORAGE_DOWN_SECONDS = _knob("CHAOS_STORAGE_DOWN_SECONDS", 3)
 SETTLE_SECONDS = _knob("CHAOS_SETTLE_SECONDS", 240)
 ENGINE_TIMEOUT_SECONDS = _knob("CHAOS_ENGINE_TIMEOUT_SECONDS", 10)
@@ -293,6 +297,12 @@ class Chaos:
         await asyncio.sleep(BROKER_CUT_SECONDS)
         self.stack.broker.restore()
 
+    async def cut_database(self) -> None:
+        self.stack.database.cut()
+        self.faults.append(f"{datetime.now(UTC):%H:%M:%S} database cut {DATABASE_CUT_SECONDS}s")
+        await asyncio.sleep(DATABASE_CUT_SECONDS)
+        self.stack.database.restore()
+
     async def restart_storage(self) -> None:
         self.storage.kill()
         self.faults.append(f"{datetime.now(UTC):%H:%M:%S} storage killed")
@@ -301,11 +311,16 @@ class Chaos:
 
 
 def _schedule() -> list[str]:
-    """The faults, interleaved: kill, cut, restart, kill, ..."""
-    left = {"kill": WORKER_KILLS, "cut": BROKER_CUTS, "restart": STORAGE_RESTARTS}
+    """The faults, interleaved: kill, cut, restart, database cut, kill, ..."""
+    left = {
+        "kill": WORKER_KILLS,
+        "cut": BROKER_CUTS,
+        "restart": STORAGE_RESTARTS,
+        "database": DATABASE_CUTS,
+    }
     order: list[str] = []
     while any(left.values()):
-        for kind in ("kill", "cut", "restart"):
+        for kind in left:
             if left[kind]:
                 order.append(kind)
                 left[kind] -= 1
@@ -348,7 +363,9 @@ def _post(api: str, n: int) -> str:
         )
         if response.status_code == 202:
             return str(response.json()["jobId"])
-        assert response.status_code == 503, response.text  # only "try again later"
+        # Only "try again later" (the event store cut), never another failure.
+        assert response.status_code == 503, response.text
+        assert response.json()["code"] == "FET-0003", response.text
         time.sleep(1)
     raise AssertionError(f"job {n} was never accepted")
 
@@ -402,6 +419,8 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
                 await state.kill_worker()
             elif kind == "cut":
                 await state.cut_broker()
+            elif kind == "database":
+                await state.cut_database()
             else:
                 await state.restart_storage()
         jobs: list[str] = await submitting
