@@ -43,7 +43,6 @@ import pytest
 from aiobotocore.session import get_session
 
 from adapters.crypto.sealing import open_result
-from adapters.crypto.signing import HmacMessageSigner
 from tests.e2e.behind_proxies import EventCollector, ProxiedStack, proxied_stack, wait_ready
 from tests.e2e.conftest import (
     ROOT,
@@ -56,6 +55,7 @@ from tests.e2e.conftest import (
     pg_url,
 )
 from tests.e2e.test_job_flow import PRODUCT, derived_key, register
+from tests.support.signing import HmacTestSigner
 
 
 def _knob(name: str, default: int) -> int:
@@ -487,7 +487,8 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
 
     # Every terminal event: delivered, signed, matching the job; duplicates share a ce-id.
     external = derived_key("external-hmac")
-    signer = HmacMessageSigner([external])
+    # As a consumer would, with the tests' own signer (independent of the service's).
+    signer = HmacTestSigner(external)
     assert not missing, f"no event for {len(missing)} jobs: {sorted(missing)[:5]}"
     for job in jobs:
         delivered = events.events[job]
