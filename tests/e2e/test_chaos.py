@@ -42,7 +42,6 @@ import httpx
 import pytest
 from aiobotocore.session import get_session
 
-from adapters.crypto.sealing import open_result
 from tests.e2e.behind_proxies import EventCollector, ProxiedStack, proxied_stack, wait_ready
 from tests.e2e.conftest import (
     ROOT,
@@ -55,6 +54,7 @@ from tests.e2e.conftest import (
     pg_url,
 )
 from tests.e2e.test_job_flow import PRODUCT, derived_key, register
+from tests.support.results import open_sealed
 from tests.support.signing import HmacTestSigner
 
 
@@ -515,7 +515,7 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
         key = prefix + result["path"]
         expected_keys.add(key)
         blob = await _read_object(state.storage, key)
-        plaintext = open_result(blob, storage_key, external, result["hmac"])
+        plaintext = open_sealed(blob, storage_key, external, result["hmac"])
         tables = json.loads(plaintext)["chaos_pg"]
         rows = next(iter(tables.values()))
         assert len(rows) == result["rowCount"] in (SMALL_ROWS, LARGE_ROWS), job
