@@ -31,7 +31,7 @@ import socket
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -156,24 +156,26 @@ async def _create_bucket(storage: OwnStorage) -> None:
         await s3.create_bucket(Bucket=S3_BUCKET)
 
 
+async def _uploads(s3: Any, prefix: str) -> list[str]:
+    """Keys of the incomplete multipart uploads under ``prefix``."""
+    listed = await s3.list_multipart_uploads(Bucket=S3_BUCKET, Prefix=prefix)
+    return [item["Key"] for item in listed.get("Uploads", [])]
+
+
 async def _bucket_contents(storage: OwnStorage, prefix: str) -> tuple[set[str], list[str]]:
     """(object keys, keys of incomplete multipart uploads) under ``prefix``."""
     keys: set[str] = set()
-    uploads: list[str] = []
     async with storage.client() as s3:
         paginator = s3.get_paginator("list_objects_v2")
         async for page in paginator.paginate(Bucket=S3_BUCKET, Prefix=prefix):
             keys |= {item["Key"] for item in page.get("Contents", [])}
-        listed = await s3.list_multipart_uploads(Bucket=S3_BUCKET, Prefix=prefix)
-        uploads = [item["Key"] for item in listed.get("Uploads", [])]
-    return keys, uploads
+        return keys, await _uploads(s3, prefix)
 
 
-async def _read_object(storage: OwnStorage, key: str) -> bytes:
-    async with storage.client() as s3:
-        response = await s3.get_object(Bucket=S3_BUCKET, Key=key)
-        async with response["Body"] as stream:
-            data: bytes = await stream.read()
+async def _read_object(s3: Any, key: str) -> bytes:
+    response = await s3.get_object(Bucket=S3_BUCKET, Key=key)
+    async with response["Body"] as stream:
+        data: bytes = await stream.read()
     return data
 
 
@@ -204,6 +206,10 @@ class Chaos:
     storage: OwnStorage
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     kills: list[Kill] = field(default_factory=list)
+    extra_jobs: list[str] = field(default_factory=list)
+    db: asyncpg.Connection | None = None
+    """The test's one connection to the event store, for watching claims."""
+    """Jobs the fault schedule submitted itself (a large one before a kill)."""
     faults: list[str] = field(default_factory=list)
     spawned: int = 0
 
@@ -219,10 +225,10 @@ class Chaos:
     async def holding(self, worker_id: str | None, *, large: bool = False) -> set[str]:
         """The jobs whose latest event is a claim by ``worker_id`` (by any worker: ``None``),
         only those reading the large table if ``large``."""
-        conn = await asyncpg.connect(self.stack.store_url)
-        try:
-            rows = await conn.fetch(
-                """
+        if self.db is None or self.db.is_closed():
+            self.db = await asyncpg.connect(self.stack.store_url)
+        rows = await self.db.fetch(
+            """
                 SELECT e.originator_id::text AS job FROM stored_events e
                 WHERE e.topic = 'domain.job:JobClaimed'
                   AND ($1::text IS NULL
@@ -237,11 +243,9 @@ class Chaos:
                       AND requested.topic = 'domain.job:JobRequested'
                       AND convert_from(requested.state, 'UTF8') LIKE '%"large"%'))
                 """,
-                worker_id,
-                large,
-            )
-        finally:
-            await conn.close()
+            worker_id,
+            large,
+        )
         return {str(row["job"]) for row in rows}
 
     async def _until_holding(self, worker_id: str | None, *, large: bool, seconds: float) -> None:
@@ -250,33 +254,40 @@ class Chaos:
                 return
             await asyncio.sleep(0.1)
 
-    async def _until_uploading(self, worker_id: str, *, seconds: float) -> None:
-        """Until ``worker_id`` holds a large job whose multipart upload has begun."""
-        for _ in range(int(seconds * 5)):
-            held = await self.holding(worker_id, large=True)
-            if held:
-                _, uploads = await _bucket_contents(self.storage, self.stack.key_prefix)
-                if any(job in key for key in uploads for job in held):
-                    return
-            await asyncio.sleep(0.2)
+    async def _uploading_worker(self, *, seconds: float) -> str | None:
+        """The first running worker seen holding a large job whose multipart upload has
+        begun, within ``seconds``."""
+        async with self.storage.client() as s3:
+            for _ in range(int(seconds * 4)):
+                uploads = await _uploads(s3, self.stack.key_prefix)
+                for name in self.workers:
+                    held = await self.holding(self.worker_id(name), large=True)
+                    if any(job in key for key in uploads for job in held):
+                        return name
+                await asyncio.sleep(0.25)
+        return None
 
     async def kill_worker(self) -> None:
-        """SIGKILLs the oldest running worker once it holds a job (every other kill: a large
-        one whose multipart upload has begun, waiting at most 15 s), and starts another in its
-        place."""
-        name = next(iter(self.workers))
-        worker_id = self.worker_id(name)
+        """SIGKILLs a running worker once it holds a job, and starts another in its place.
+        Every other kill submits a large job and waits (up to 20 s) for a worker to be
+        uploading one, and kills that worker; the others kill the oldest worker."""
+        name = None
         if len(self.kills) % 2 == 1:
-            await self._until_uploading(worker_id, seconds=15)
-        if not await self.holding(worker_id):
-            await self._until_holding(worker_id, large=False, seconds=5)
+            tag = f"before-kill-{len(self.kills)}"
+            self.extra_jobs.append(await asyncio.to_thread(_post, self.stack.api, tag, large=True))
+            name = await self._uploading_worker(seconds=20)
+        if name is None:
+            name = next(iter(self.workers))
+            await self._until_holding(self.worker_id(name), large=False, seconds=5)
+        worker_id = self.worker_id(name)
         proc = self.workers.pop(name)
         proc.send_signal(signal.SIGKILL)
         at = datetime.now(UTC)
         proc.wait(timeout=10)
         held = await self.holding(worker_id)
         big = await self.holding(worker_id, large=True)
-        _, uploads = await _bucket_contents(self.storage, self.stack.key_prefix)
+        async with self.storage.client() as s3:
+            uploads = await _uploads(s3, self.stack.key_prefix)
         cut = sum(any(job in key for job in held) for key in uploads)
         self.kills.append(Kill(name, worker_id, at, held))
         self.faults.append(
@@ -350,14 +361,26 @@ def chaos(run_id: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
         asyncio.run(drop_database(source))
 
 
-def _post(api: str, n: int) -> str:
-    table = "large" if LARGE_EVERY and n % LARGE_EVERY == LARGE_EVERY - 1 else "small"
+@pytest.fixture
+async def running_chaos(chaos: tuple[Chaos, str]) -> AsyncIterator[tuple[Chaos, str]]:
+    """``chaos``, its database connection closed on the test's own loop."""
+    yield chaos
+    if chaos[0].db is not None:
+        await chaos[0].db.close()
+
+
+def _is_large(n: int) -> bool:
+    return bool(LARGE_EVERY) and n % LARGE_EVERY == LARGE_EVERY - 1
+
+
+def _post(api: str, tag: str, *, large: bool) -> str:
+    table = "large" if large else "small"
     for _ in range(30):
         response = httpx.post(
             f"{api}/v1/fetcher",
             json={
                 "dataRequest": {"mappedFields": {"chaos_pg": {table: ["*"]}}},
-                "metadata": {"source": PRODUCT, "n": str(n)},
+                "metadata": {"source": PRODUCT, "tag": tag},
             },
             timeout=60,
         )
@@ -367,7 +390,17 @@ def _post(api: str, n: int) -> str:
         assert response.status_code == 503, response.text
         assert response.json()["code"] == "FET-0003", response.text
         time.sleep(1)
-    raise AssertionError(f"job {n} was never accepted")
+    raise AssertionError(f"job {tag} was never accepted")
+
+
+def _submit_all(api: str) -> list[str]:
+    """``JOBS`` jobs, evenly over ``SUBMIT_SECONDS`` (at once when behind)."""
+    started = time.monotonic()
+    jobs = []
+    for n in range(JOBS):
+        time.sleep(max(0.0, started + n * SUBMIT_SECONDS / JOBS - time.monotonic()))
+        jobs.append(_post(api, str(n), large=_is_large(n)))
+    return jobs
 
 
 def _statuses(api: str, jobs: list[str]) -> dict[str, dict[str, Any]]:
@@ -388,9 +421,9 @@ def _parse(timestamp: str) -> datetime:
 
 @pytest.mark.timeout(SUBMIT_SECONDS + SETTLE_SECONDS + 240)
 async def test_chaos_every_job_ends_once_with_valid_event_and_object(
-    chaos: tuple[Chaos, str], capsys: pytest.CaptureFixture[str]
+    running_chaos: tuple[Chaos, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state, source = chaos
+    state, source = running_chaos
     stack = state.stack
     processes = stack.processes
     started = time.monotonic()
@@ -405,13 +438,7 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
     register(stack.api, source, "chaos_pg")
 
     async with EventCollector(stack.exchange) as events:
-        submitting = asyncio.create_task(
-            asyncio.to_thread(
-                lambda: [
-                    (_post(stack.api, n), time.sleep(SUBMIT_SECONDS / JOBS))[0] for n in range(JOBS)
-                ]
-            )
-        )
+        submitting = asyncio.create_task(asyncio.to_thread(_submit_all, stack.api))
         faults = _schedule()
         for kind in faults:
             await asyncio.sleep(SUBMIT_SECONDS / (len(faults) + 1))
@@ -423,7 +450,7 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
                 await state.cut_database()
             else:
                 await state.restart_storage()
-        jobs: list[str] = await submitting
+        jobs: list[str] = [*await submitting, *state.extra_jobs]
         submitted = time.monotonic()
 
         deadline = submitted + SETTLE_SECONDS
@@ -467,8 +494,10 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
     )
     completed = [job for job in jobs if finals[job]["status"] == "completed"]
     duplicates = sum(len(each) - 1 for each in events.events.values())
+    large = sum(map(_is_large, range(JOBS)))
     report = [
-        f"chaos: {JOBS} jobs ({JOBS // LARGE_EVERY if LARGE_EVERY else 0} large)",
+        f"chaos: {len(jobs)} jobs ({large} large, and {len(state.extra_jobs)} large ones "
+        "submitted before a kill)",
         *(f"  fault {line}" for line in state.faults),
         f"  completed {len(completed)}, failed {len(jobs) - len(completed)} {dict(failures)}; "
         f"events {sum(map(len, events.events.values()))} ({duplicates} duplicates, same ce-id)",
@@ -509,19 +538,23 @@ async def test_chaos_every_job_ends_once_with_valid_event_and_object(
     storage_key = derived_key("storage")
     prefix = stack.key_prefix
     expected_keys = set()
-    for job in completed:
-        body = json.loads(events.events[job][0][2])
-        result = body["result"]
-        key = prefix + result["path"]
-        expected_keys.add(key)
-        blob = await _read_object(state.storage, key)
-        plaintext = open_sealed(blob, storage_key, external, result["hmac"])
-        tables = json.loads(plaintext)["chaos_pg"]
-        rows = next(iter(tables.values()))
-        assert len(rows) == result["rowCount"] in (SMALL_ROWS, LARGE_ROWS), job
+    async with state.storage.client() as s3:
+        for job in completed:
+            body = json.loads(events.events[job][0][2])
+            result = body["result"]
+            key = prefix + result["path"]
+            expected_keys.add(key)
+            blob = await _read_object(s3, key)
+            plaintext = open_sealed(blob, storage_key, external, result["hmac"])
+            tables = json.loads(plaintext)["chaos_pg"]
+            rows = next(iter(tables.values()))
+            assert len(rows) == result["rowCount"] in (SMALL_ROWS, LARGE_ROWS), job
 
     # Nothing else in the bucket: no orphan object, no incomplete multipart upload.
     keys, uploads = await _bucket_contents(state.storage, prefix)
+    # nanio writes an object to ``.tmp.<uuid>`` beside its key and renames it when complete;
+    # killed mid-write, it leaves that file, which its listing then shows. Not Fetcher's.
+    keys = {key for key in keys if not key.rsplit("/", 1)[-1].startswith(".tmp.")}
     assert keys == expected_keys, f"orphans: {sorted(keys - expected_keys)[:5]}"
     assert uploads == [], f"{len(uploads)} incomplete multipart uploads: {uploads[:5]}"
 
