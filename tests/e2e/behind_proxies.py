@@ -31,7 +31,7 @@ from tests.e2e.conftest import (
     free_port,
 )
 from tests.integration.conftest import require_listening
-from tests.support.tcp_proxy import TcpProxy
+from tests.support.tcp_proxy import ThreadedTcpProxy
 
 TERMINAL = ("completed", "failed")
 
@@ -47,8 +47,8 @@ class ProxiedStack:
     processes started with them."""
 
     processes: Processes
-    database: TcpProxy
-    broker: TcpProxy
+    database: ThreadedTcpProxy
+    broker: ThreadedTcpProxy
     store_url: str
     """The event store's database, reached directly (for the test's own checks)."""
     queue: str
@@ -95,7 +95,10 @@ def proxied_stack(
     mq_host, mq_port = _host_port(RABBIT, 5672)
     admin = urlsplit(PG_ADMIN)
     broker_parts = urlsplit(RABBIT)
-    with TcpProxy(pg_host, pg_port) as database, TcpProxy(mq_host, mq_port) as broker:
+    with (
+        ThreadedTcpProxy(pg_host, pg_port) as database,
+        ThreadedTcpProxy(mq_host, mq_port) as broker,
+    ):
         user = f"{admin.username or 'postgres'}" + (f":{admin.password}" if admin.password else "")
         store_url = f"postgresql://{user}@{pg_host}:{pg_port}/{names.store_db}"
         proxied_store = f"postgresql://{user}@127.0.0.1:{database.port}/{names.store_db}"

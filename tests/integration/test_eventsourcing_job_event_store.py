@@ -115,10 +115,10 @@ async def test_a_fail_fast_store_answers_unavailable_within_its_connect_timeout(
     import time
     from urllib.parse import urlsplit
 
-    from tests.support.tcp_proxy import TcpProxy
+    from tests.support.tcp_proxy import ThreadedTcpProxy
 
     address = PostgresAddress.from_url(pg_event_database)
-    with TcpProxy(address.host, address.port) as proxy:
+    with ThreadedTcpProxy(address.host, address.port) as proxy:
         proxied = PostgresAddress(
             database=address.database,
             host="127.0.0.1",

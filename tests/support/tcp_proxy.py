@@ -3,7 +3,7 @@ processes under test (and give it back) without touching the shared server behin
 
 It runs its own event loop in a thread, so synchronous and asynchronous tests use it alike:
 
-    with TcpProxy("127.0.0.1", 5672) as proxy:
+    with ThreadedTcpProxy("127.0.0.1", 5672) as proxy:
         url = f"amqp://guest:guest@127.0.0.1:{proxy.port}/"
         ...
         proxy.cut()       # the listener closes and every open connection is reset:
@@ -22,7 +22,7 @@ from types import TracebackType
 CHUNK = 64 * 1024
 
 
-class TcpProxy:
+class ThreadedTcpProxy:
     def __init__(self, target_host: str, target_port: int, *, port: int = 0) -> None:
         self.target = (target_host, target_port)
         self._requested_port = port
@@ -34,7 +34,7 @@ class TcpProxy:
         self.accepted = 0
         """Connections taken since the start (a test sees that a process dialled)."""
 
-    def __enter__(self) -> TcpProxy:
+    def __enter__(self) -> ThreadedTcpProxy:
         return self.start()
 
     def __exit__(
@@ -49,7 +49,7 @@ class TcpProxy:
     def listening(self) -> bool:
         return self._server is not None
 
-    def start(self) -> TcpProxy:
+    def start(self) -> ThreadedTcpProxy:
         self._thread.start()
         self.restore()
         return self
