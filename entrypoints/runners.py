@@ -14,7 +14,7 @@ import uvicorn
 
 from adapters.metrics.prometheus import PrometheusMetrics
 from application.ports.messaging import WorkConsumer
-from application.readiness import Readiness
+from application.readiness import Dependency, Readiness
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.http.ops import create_health_app, create_starting_app
@@ -208,13 +208,21 @@ def _metrics_for(roles: Collection[Role]) -> PrometheusMetrics:
     return PrometheusMetrics(followers=FOLLOWERS if Role.RELAY in roles else ())
 
 
+STARTING = "starting"
+
+
+async def _still_starting() -> None:
+    raise RuntimeError("the role has not started yet")
+
+
 def _starting_probes(
     settings: Settings, waiter: DependencyWaiter, metrics: PrometheusMetrics
 ) -> Probes:
     """The probes of a process still starting: readiness over its dependencies' dial checks
-    (not live until it has started)."""
+    and a ``starting`` check that is down until the role has started (once they answer,
+    opening the adapters still takes a moment); not live until then either."""
     readiness = Readiness(
-        waiter.dependencies,
+        [*waiter.dependencies, Dependency(STARTING, _still_starting)],
         metrics=metrics,
         version=settings.probes.version,
         deployment_mode=settings.probes.deployment_mode,

@@ -114,3 +114,17 @@ async def test_while_starting_the_api_port_answers_probes_and_503_in_the_error_s
         assert ready.status_code == 503
         assert ready.json()["checks"]["postgres"]["status"] == "down"
         assert (await client.get("/health")).status_code == 503
+
+
+async def test_a_starting_role_is_not_ready_even_once_its_dependencies_answer():
+    from adapters.metrics.prometheus import PrometheusMetrics
+    from entrypoints.runners import _starting_probes
+
+    waiter = DependencyWaiter([needed("rabbitmq", Flaky(0))])
+    probes = _starting_probes(
+        Settings.from_env({}), waiter, PrometheusMetrics(process_collectors=False)
+    )
+    report = await probes.readiness.report()
+    assert report.checks["rabbitmq"].status == "up"
+    assert report.checks["starting"].status == "down" and not report.healthy
+    assert not probes.readiness.live
