@@ -63,6 +63,11 @@ class StorageError(PortError):
     pass
 
 
+class StorageRejected(StorageError):
+    """The storage answered and refused (no such bucket, access denied): trying again
+    within an outage window would not help."""
+
+
 class PublishFailed(PortError):
     pass
 

@@ -195,8 +195,18 @@ def request_job(
     )
 
 
-def claim(job: Job, worker_id: str, now: datetime, lease: timedelta) -> JobClaimed:
-    if job.phase is Phase.CLAIMED and not job.lease_expired(now):
+def claim(
+    job: Job,
+    worker_id: str,
+    now: datetime,
+    lease: timedelta,
+    *,
+    lease_ends: datetime | None = None,
+) -> JobClaimed:
+    """``lease_ends``: when the current claim's lease ends as its holder last renewed or
+    released it (kept outside the event log); by default, as recorded with the claim."""
+    ends = job.lease_until if lease_ends is None else lease_ends
+    if job.phase is Phase.CLAIMED and ends is not None and now < ends:
         raise InvalidTransition(f"job {job.id} is claimed by another worker until its lease ends")
     return JobClaimed(
         originator_id=job.id,

@@ -35,6 +35,7 @@ from application.ports.datasource_reader import DatasourceReader
 from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
+from application.ports.job_leases import JobLeases
 from application.ports.job_progress import JobProgressStore
 from application.ports.messaging import (
     JobEventPublisher,
@@ -48,6 +49,7 @@ from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import Tracer
 from application.queries.get_job import GetJob, GetJobHistory
 from application.readiness import Check, Dependency, Readiness
+from application.running_jobs import RunningJobs
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
 from entrypoints.infrastructure import (
@@ -144,6 +146,13 @@ def internal_connection(datasource: InternalDatasource) -> Connection:
             datasource.password, datasource.ssl_ca, datasource.ssl_cert, datasource.ssl_key
         ),
     )
+
+
+def leases_of(index: JobIndex) -> JobLeases:
+    """The job index, which keeps the leases of running jobs beside its rows (ours all do)."""
+    if not all(callable(getattr(index, name, None)) for name in ("take", "renew", "hold")):
+        raise SettingsError("the job index keeps no job leases")
+    return index  # type: ignore[return-value]
 
 
 def progress_store_of(index: JobIndex) -> JobProgressStore | None:
@@ -260,6 +269,7 @@ async def bootstrap(
                 queue_is_volatile=isinstance(work_queue, InProcessWorkQueue),
                 tracer=tracer,
                 metrics=metrics,
+                leases=leases_of(index),
             )
 
         worker: Worker | None = None
@@ -281,9 +291,14 @@ async def bootstrap(
                 tracer=tracer,
                 progress=job_progress,
                 metrics=metrics,
+                leases=leases_of(index),
             )
             # In one process, a finished job wakes the emitter at once.
-            handler = work_handler(run_job, after=relay.emitter.wake.set if relay else None)
+            runs = RunningJobs(
+                work_handler(run_job, after=relay.emitter.wake.set if relay else None)
+            )
+            stack.push_async_callback(runs.stop)  # after the consumer's own drain
+            handler: WorkHandler = runs
             consumer: WorkConsumer
             if work_consumer is not None:
                 consumer = work_consumer(handler)
@@ -297,7 +312,7 @@ async def bootstrap(
                 consumer = await stack.enter_async_context(
                     open_rabbit_consumer(settings, internal_signer, handler)
                 )
-            worker = Worker(run_job=run_job, consumer=consumer)
+            worker = Worker(run_job=run_job, consumer=consumer, runs=runs)
 
         dependencies: list[Dependency] = [database_dependency(settings, store)]
         broker_checks: list[Check] = []

@@ -32,6 +32,7 @@ from application.ports.datasource_reader import DatasourceReader
 from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
+from application.ports.job_leases import JobLeases
 from application.ports.messaging import (
     JobEventPublisher,
     Settlement,
@@ -51,13 +52,15 @@ from application.queries.list_connections import ListConnections
 from application.queries.unassigned_connections import ListUnassignedConnections
 from application.queries.validate_schema import ValidateSchema
 from application.readiness import Readiness
+from application.running_jobs import RunningJobs
 from domain.connection import DatabaseType
 from domain.tenant import SINGLE_TENANCY, Tenancy
 from entrypoints.settings import Settings
 
 T = TypeVar("T")
 
-REAPER_POLL_SECONDS = 30.0
+REAPER_POLL_SECONDS = 5.0
+"""With the lease, bounds how long a dead worker's job waits for the reaper's dispatch."""
 PROJECTION = "projection"
 FOLLOWERS = (publish_work_orders.FOLLOWER_NAME, emit_events.FOLLOWER_NAME, PROJECTION)
 
@@ -130,10 +133,11 @@ class ApiServices:
 @dataclass(slots=True)
 class Worker:
     """The worker role: its consumer takes work orders off the queue and ``run_job`` runs
-    each one."""
+    each one, in a task of ``runs`` (so a closing channel never stops an extraction)."""
 
     run_job: RunJob
     consumer: WorkConsumer
+    runs: RunningJobs | None = None
 
 
 Loop = LogFollower | ProjectionFollower | PeriodicTask
@@ -257,6 +261,8 @@ def run_limits_from(settings: Settings) -> RunLimits:
         max_result_bytes=engine.max_result_bytes,
         timeout=engine.timeout_seconds,
         parallelism=engine.parallelism,
+        lease=timedelta(seconds=engine.lease_seconds),
+        outage_window=float(engine.outage_seconds),
     )
 
 
@@ -272,6 +278,7 @@ def build_relay(
     queue_is_volatile: bool = False,
     metrics: Metrics,
     tracer: Tracer = NO_TRACER,
+    leases: JobLeases | None = None,
 ) -> Relay:
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
     loses what it holds when the process stops, so pending jobs are queued again at start."""
@@ -314,6 +321,7 @@ def build_relay(
                 clock,
                 pending_timeout=timedelta(seconds=settings.engine.pending_timeout_seconds),
                 metrics=metrics,
+                leases=leases,
             ),
         ),
         requeue_on_start=(

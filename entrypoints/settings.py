@@ -223,6 +223,10 @@ class EngineSettings:
     timeout_seconds: float
     parallelism: int
     pending_timeout_seconds: int
+    lease_seconds: int = 20
+    """How long a claim holds without its worker's heartbeat (renewed every quarter of it)."""
+    outage_seconds: int = 120
+    """How long a claim rides out the result storage or the database being down."""
     dispatch_timeout_seconds: int = 600
     """A work order the relay could not publish for this long after the request fails the
     job (``job.failed`` is emitted once the broker takes it)."""
@@ -245,8 +249,17 @@ class EngineSettings:
             timeout_seconds=float(_int(env, "ENGINE_TIMEOUT_SECONDS", 300)),
             parallelism=4,
             pending_timeout_seconds=_int(env, "FETCHER_PENDING_TIMEOUT_SECONDS", 3600),
+            lease_seconds=_lease_seconds(env),
+            outage_seconds=_int(env, "FETCHER_DEPENDENCY_OUTAGE_SECONDS", 120),
             dispatch_timeout_seconds=_int(env, "FETCHER_DISPATCH_TIMEOUT_SECONDS", 600),
         )
+
+
+def _lease_seconds(env: Mapping[str, str]) -> int:
+    seconds = _int(env, "FETCHER_LEASE_SECONDS", 20)
+    if seconds < 4:
+        raise SettingsError(f"FETCHER_LEASE_SECONDS must be at least 4, got {seconds}")
+    return seconds
 
 
 ASYMMETRIC_ALGORITHMS = (

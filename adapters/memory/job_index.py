@@ -9,15 +9,17 @@ from uuid import UUID
 from application.job_summaries import summarise
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
+from application.ports.job_leases import JobLeases, LeaseHold
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
 from domain.tenant import SINGLE_TENANT, Tenant
 
 
-class InMemoryJobIndex(JobIndex, JobProgressStore):
+class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
     def __init__(self) -> None:
         self.jobs: dict[object, JobSummary] = {}
         self.reports: dict[UUID, JobProgress] = {}
+        self.leases: dict[UUID, LeaseHold] = {}
         self._position = 0
         self.unavailable = False
 
@@ -36,6 +38,7 @@ class InMemoryJobIndex(JobIndex, JobProgressStore):
                 self.jobs[job_id] = summary
                 if summary.status in ("completed", "failed"):
                     self.reports.pop(job_id, None)
+                    self.leases.pop(job_id, None)
             self._position = item.notification_id
 
     async def position(self) -> int:
@@ -61,7 +64,7 @@ class InMemoryJobIndex(JobIndex, JobProgressStore):
             s
             for s in sorted(self.jobs.values(), key=lambda s: s.created_at)
             if (s.status == "pending" and s.created_at < pending_before)
-            or (s.status == "processing" and s.lease_until is not None and s.lease_until <= now)
+            or (s.status == "processing" and self._lease_ended(s, now))
         ]
         return found[:limit]
 
@@ -75,3 +78,33 @@ class InMemoryJobIndex(JobIndex, JobProgressStore):
     async def progress(self, job_id: UUID) -> JobProgress | None:
         self._check()
         return self.reports.get(job_id)
+
+    def _lease_ended(self, summary: JobSummary, now: datetime) -> bool:
+        held = self.leases.get(summary.job_id)
+        end = held.until if held and held.attempt >= summary.attempts else summary.lease_until
+        return end is not None and end <= now
+
+    async def take(
+        self, job_id: UUID, attempt: int, worker_id: str, now: datetime, until: datetime
+    ) -> bool:
+        self._check()
+        held = self.leases.get(job_id)
+        if held is not None and (held.attempt >= attempt or held.until > now):
+            return False
+        self.leases[job_id] = LeaseHold(job_id, attempt, worker_id, until)
+        return True
+
+    async def renew(self, job_id: UUID, attempt: int, worker_id: str, until: datetime) -> bool:
+        self._check()
+        held = self.leases.get(job_id)
+        if held is None or (held.attempt, held.worker_id) != (attempt, worker_id):
+            return False
+        self.leases[job_id] = LeaseHold(job_id, attempt, worker_id, until)
+        return True
+
+    async def release(self, job_id: UUID, attempt: int, worker_id: str, now: datetime) -> None:
+        await self.renew(job_id, attempt, worker_id, now)
+
+    async def hold(self, job_id: UUID) -> LeaseHold | None:
+        self._check()
+        return self.leases.get(job_id)

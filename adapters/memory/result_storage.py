@@ -36,7 +36,12 @@ class InMemoryResultUpload(ResultUpload):
 
     async def abort(self) -> None:
         if self._state == "open":
+            self._storage._raise_if_unavailable("abort")
             self._finish("aborted")
+
+    @property
+    def object_key(self) -> str:
+        return self._object_key
 
     def _finish(self, state: str) -> None:
         self._state = state
@@ -79,6 +84,13 @@ class InMemoryResultStorage(ResultStorage):
             return self._objects[self._object_key(key)]
         except KeyError:
             raise StorageError(f"object not found: '{key}'") from None
+
+    async def abort_incomplete(self, key: str) -> int:
+        self._raise_if_unavailable("abort incomplete uploads")
+        left = [u for u in self._pending if u.object_key == self._object_key(key)]
+        for upload in left:
+            await upload.abort()
+        return len(left)
 
     async def check(self) -> None:
         self._raise_if_unavailable("check")

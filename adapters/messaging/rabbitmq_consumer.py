@@ -19,6 +19,9 @@ from application.ports.signer import MessageSigner
 
 logger = logging.getLogger(__name__)
 
+BROKER_GONE_SECONDS = 5.0
+"""How long stopping waits on the broker for a consumer cancel or a connection close."""
+
 
 class RabbitWorkConsumer(WorkConsumer):
     """Consumes the work queue, at most ``prefetch`` deliveries in flight.
@@ -137,12 +140,15 @@ class RabbitWorkConsumer(WorkConsumer):
             )
 
     async def _shutdown(self, tag: str) -> None:
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-            await self._queue.cancel(tag)
+        # While the broker is away, the robust channel would wait for it to return.
+        with contextlib.suppress(TimeoutError, *CONNECTION_EXCEPTIONS):
+            async with asyncio.timeout(BROKER_GONE_SECONDS):
+                await self._queue.cancel(tag)
         await drain(self._inflight, self._stop_timeout)
         await self._close()
 
     async def _close(self) -> None:
         BROKER_LINK.closing(self._connection)
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-            await self._connection.close()
+        with contextlib.suppress(TimeoutError, *CONNECTION_EXCEPTIONS):
+            async with asyncio.timeout(BROKER_GONE_SECONDS):
+                await self._connection.close()

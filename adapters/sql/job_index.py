@@ -20,6 +20,7 @@ from sqlalchemy import (
     Uuid,
     and_,
     delete,
+    func,
     insert,
     or_,
     select,
@@ -29,6 +30,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from adapters.sql.job_leases import SqlaJobLeases, job_leases, lease_metadata
 from adapters.sql.tables import UtcDateTime, create_tables, upgrade_table
 from application.job_summaries import summarise
 from application.ports.job_event_store import LoggedEvent
@@ -82,15 +84,16 @@ ACTIVE = ("pending", "processing")
 ENDED = ("completed", "failed")
 
 
-class SqlaJobIndex(JobIndex, JobProgressStore):
-    """The job projection, and the progress of running jobs beside it (dropped once a job
-    ends, in the projection's transaction)."""
+class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
+    """The job projection, and the progress and leases of running jobs beside it (dropped
+    once a job ends, in the projection's transaction)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
     async def create_schema(self) -> None:
         await create_tables(self._engine, _metadata, upgrade=_upgrade)
+        await create_tables(self._engine, lease_metadata)
 
     async def project(self, logged: Sequence[LoggedEvent]) -> None:
         if not logged:
@@ -154,6 +157,7 @@ class SqlaJobIndex(JobIndex, JobProgressStore):
         ended = [job_id for job_id, summary in known.items() if summary.status in ENDED]
         if ended:
             await conn.execute(delete(job_progress).where(job_progress.c.job_id.in_(ended)))
+            await conn.execute(delete(job_leases).where(job_leases.c.job_id.in_(ended)))
 
     async def position(self) -> int:
         try:
@@ -189,12 +193,19 @@ class SqlaJobIndex(JobIndex, JobProgressStore):
     async def stalled(
         self, *, now: datetime, pending_before: datetime, limit: int = 100
     ) -> list[JobSummary]:
+        # A lease row of the current claim (or a newer one the projection has not seen yet)
+        # overrides the lease recorded with the claim: its heartbeat renews it.
+        current_lease = and_(
+            job_leases.c.job_id == jobs.c.job_id, job_leases.c.attempt >= jobs.c.attempts
+        )
+        lease_end = func.coalesce(job_leases.c.lease_until, jobs.c.lease_until)
         query = (
             select(jobs)
+            .outerjoin(job_leases, current_lease)
             .where(
                 or_(
                     and_(jobs.c.status == "pending", jobs.c.created_at < pending_before),
-                    and_(jobs.c.status == "processing", jobs.c.lease_until <= now),
+                    and_(jobs.c.status == "processing", lease_end <= now),
                 )
             )
             .order_by(jobs.c.created_at)

@@ -138,6 +138,21 @@ class FilesystemResultStorage(ResultStorage):
 
         return await asyncio.to_thread(_read)
 
+    async def abort_incomplete(self, key: str) -> int:
+        target = self._path(key)
+
+        def _discard() -> int:
+            with _wrap("abort incomplete uploads", key):
+                if not target.parent.is_dir():
+                    return 0
+                left = list(target.parent.glob(f".{target.name}.*{TEMP_SUFFIX}"))
+                for temp in left:
+                    with contextlib.suppress(FileNotFoundError):
+                        temp.unlink()
+                return len(left)
+
+        return await asyncio.to_thread(_discard)
+
     async def check(self) -> None:
         def _probe() -> None:
             try:

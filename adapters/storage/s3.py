@@ -19,7 +19,7 @@ from aiobotocore.session import get_session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from application.errors import StorageError
+from application.errors import StorageError, StorageRejected
 from application.ports.result_storage import ResultStorage, ResultUpload
 
 MiB = 1024 * 1024
@@ -80,9 +80,9 @@ def _wrap(operation: str) -> Iterator[None]:
     except ClientError as e:
         code = _client_error_code(e)
         if code in _NOT_FOUND:
-            raise StorageError(f"s3 {operation} failed: not found ({code})") from e
+            raise StorageRejected(f"s3 {operation} failed: not found ({code})") from e
         if code in _DENIED:
-            raise StorageError(f"s3 {operation} failed: access denied ({code})") from e
+            raise StorageRejected(f"s3 {operation} failed: access denied ({code})") from e
         raise StorageError(f"s3 {operation} failed: {code or 'error'}") from e
     except (BotoCoreError, aiohttp.ClientError, OSError) as e:
         raise StorageError(f"s3 {operation} failed: {type(e).__name__}") from e
@@ -262,6 +262,35 @@ class S3ResultStorage(ResultStorage):
             async with response["Body"] as stream:
                 data: bytes = await stream.read()
         return data
+
+    async def abort_incomplete(self, key: str) -> int:
+        """Lists the bucket's multipart uploads under the key (ListMultipartUploads, every
+        page) and aborts those to exactly that key."""
+        object_key = self._object_key(key)
+        bucket = self._settings.bucket
+        aborted = 0
+        with _wrap("list multipart uploads"):
+            pages = self._client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=bucket, Prefix=object_key
+            )
+            found = [
+                str(upload["UploadId"])
+                async for page in pages
+                for upload in page.get("Uploads", [])
+                if upload.get("Key") == object_key
+            ]
+        for upload_id in found:
+            with _wrap("abort multipart upload"):
+                try:
+                    await self._client.abort_multipart_upload(
+                        Bucket=bucket, Key=object_key, UploadId=upload_id
+                    )
+                except ClientError as e:
+                    if _client_error_code(e) not in _GONE:
+                        raise
+                    continue
+            aborted += 1
+        return aborted
 
     async def check(self) -> None:
         try:

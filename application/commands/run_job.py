@@ -7,24 +7,27 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
-from application.errors import CredentialKeyMissing, StorageError
+from application.errors import CredentialKeyMissing, StorageError, StorageRejected
 from application.extraction_plan import DatasourcePlan, ExtractionError, plan_datasource
 from application.failure_reasons import failure_reason
+from application.job_lease import LeaseKeeper, LeaseLost, lease_ends
 from application.log_context import log_fields
+from application.outage import Outage
 from application.ports.clock import Clock
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.job_event_store import JobEventStore
+from application.ports.job_leases import JobLeases
 from application.ports.job_progress import JobProgressStore
 from application.ports.messaging import Settlement
 from application.ports.metrics import NO_METRICS, FailureReason, JobMetrics
 from application.ports.result_sealer import ResultSealer
-from application.ports.result_storage import ResultStorage
+from application.ports.result_storage import ResultStorage, ResultUpload
 from application.ports.tracer import NO_TRACER, TraceCarrier, Tracer
 from application.progress import PROGRESS_INTERVAL_SECONDS, ProgressReporter
 from application.result_writer import ResultProgress, WrittenResult, write_result
@@ -53,30 +56,29 @@ class RunLimits:
     timeout: float = 300.0
     parallelism: int = 4
     attempts: int = 3
+    """Tries of one claim when the datasource is unavailable."""
     retry_backoff: float = 1.0
-    lease: timedelta | None = None
-    """Defaults to ``lease_for`` the other limits; a shorter one is refused."""
-
-    @staticmethod
-    def lease_for(timeout: float, attempts: int = 3, retry_backoff: float = 1.0) -> timedelta:
-        """A lease that outlasts every attempt with its backoff, plus a minute to record the
-        outcome: the reaper must never hand a job to a second worker while the first can
-        still be working on it."""
-        backoffs = sum(retry_backoff * 2**n for n in range(attempts - 1))
-        return timedelta(seconds=attempts * timeout + backoffs + 60)
+    lease: timedelta = timedelta(seconds=20)
+    """How long a claim holds without a heartbeat: a dead worker's job is taken over after
+    at most this long."""
+    outage_window: float = 120.0
+    """How long a claim rides out its result storage or its database being unavailable
+    before it gives up (the job fails, or its outcome is left to a later delivery)."""
+    max_backoff: float = 10.0
+    watch_interval: float = 1.0
+    """How often a worker looks again at a job another worker's lease holds."""
 
     def __post_init__(self) -> None:
-        needed = self.lease_for(self.timeout, self.attempts, self.retry_backoff)
-        if self.lease is None:
-            object.__setattr__(self, "lease", needed)
-        elif self.lease < needed:
-            raise ValueError(f"a lease of {self.lease} is shorter than the work it covers")
+        if self.lease < timedelta(seconds=2):
+            raise ValueError("a lease must last at least 2 seconds")
 
     @property
-    def claim_lease(self) -> timedelta:
-        if self.lease is None:  # set in __post_init__
-            raise RuntimeError("lease not set")
-        return self.lease
+    def heartbeat(self) -> float:
+        """A claim's lease is renewed four times per lease, so one late beat never ends it."""
+        return self.lease.total_seconds() / 4
+
+    def backoff(self, tries: int) -> float:
+        return float(min(self.retry_backoff * 2 ** min(tries - 1, 16), self.max_backoff))
 
 
 @dataclass(slots=True)
@@ -85,6 +87,14 @@ class RunJob:
     ended (or another worker owns it, or it is unknown), ``REQUEUE`` when its outcome could
     not be recorded. An order naming another tenant than the job's is dropped (``ACK``)
     without a claim. Connections are resolved among the job's tenant's own.
+
+    A claim first takes the job's lease (``JobLeases``), then records ``JobClaimed``; a heartbeat
+    renews the lease while the claim works. An order for a job whose lease another worker
+    holds waits until that lease is renewed (its holder is alive: ``ACK``) or ends (the job
+    is claimed), so a dead worker's redelivered job is taken over one lease after its last
+    heartbeat. The lease is confirmed before the result is made visible and before it is
+    recorded: a worker that lost it records nothing. The result storage or the database being
+    unavailable is ridden out for ``RunLimits.outage_window``.
 
     Every line it logs carries the job's id and request id; its start and end are logged at
     INFO (rows, bytes, duration), its progress every ``progress_interval`` seconds. Its steps
@@ -103,6 +113,7 @@ class RunJob:
     progress: JobProgressStore | None = None
     progress_interval: float = PROGRESS_INTERVAL_SECONDS
     metrics: JobMetrics = NO_METRICS
+    leases: JobLeases = field(kw_only=True)
 
     async def __call__(
         self,
@@ -139,45 +150,140 @@ class RunJob:
     async def _run(self, job: Job) -> Settlement:
         if job.is_terminal:
             return Settlement.ACK
-        try:
-            with self.tracer.span("job.claim"):
-                claimed = jobs.claim(job, self.worker_id, self.clock.now(), self.limits.claim_lease)
-                await self.store.append([claimed])
-        except (InvalidTransition, ConcurrencyConflict):
-            log.info("job.claim.lost", extra={"reason": "handled by another worker"})
+        with self.tracer.span("job.claim"):
+            claim = await self._claim(job)
+        if claim is None:
             return Settlement.ACK
-        job = jobs.apply(claimed, job)
+        job, attempt = claim
+        keeper = LeaseKeeper(
+            self.leases,
+            self.clock,
+            job.id,
+            attempt,
+            self.worker_id,
+            self.limits.lease,
+            self.limits.heartbeat,
+        )
         log.info("job.started", extra={"attempt": job.attempts, "worker_id": self.worker_id})
         started = time.monotonic()
         progress = ResultProgress()
         reporter = ProgressReporter(self.progress, self.clock, self.progress_interval)
         try:
-            async with reporter.reporting(job, progress):
-                written = await self._extract_with_retries(job, progress)
+            async with keeper.kept(), reporter.reporting(job, progress):
+                if job.attempts > 1:
+                    await self._discard_abandoned_upload(job)
+                written = await self._extract_with_retries(job, progress, keeper)
+        except LeaseLost:
+            log.warning("job.abandoned", extra={"reason": "lease taken by another worker"})
+            return Settlement.ACK
+        except Unavailable:
+            log.warning("job.handed_back", extra={"reason": "database unavailable"})
+            await keeper.release()
+            return Settlement.REQUEUE
+        except asyncio.CancelledError:
+            log.warning("job.handed_back", extra={"reason": "worker stopping"})
+            await asyncio.shield(keeper.release())
+            raise
         except FetcherError as error:
             reason = failure_reason(error)
-            return await self._record_failure(job, redact(error.message), reason, started, progress)
+            return await self._record_failure(
+                job, keeper, redact(error.message), reason, started, progress
+            )
         except Exception:
             log.exception("job.error")
             message = "operation failed: internal error"
             return await self._record_failure(
-                job, message, FailureReason.INTERNAL, started, progress
+                job, keeper, message, FailureReason.INTERNAL, started, progress
             )
-        return await self._record_success(job, written, started)
+        return await self._record_success(job, keeper, written, started)
 
-    async def _extract_with_retries(self, job: Job, progress: ResultProgress) -> WrittenResult:
-        for attempt in range(1, self.limits.attempts + 1):
+    async def _claim(self, job: Job) -> tuple[Job, int] | None:
+        """The job as claimed by this worker and the attempt its lease was taken for; None
+        when another worker holds the job (its heartbeat renewed the lease while this one
+        watched) or the job ended."""
+        watched: datetime | None = None
+        give_up = time.monotonic() + 2 * self.limits.lease.total_seconds()
+        while not job.is_terminal:
+            hold = await self.leases.hold(job.id)
+            now = self.clock.now()
+            ends = lease_ends(job, hold)
+            if ends is None or ends <= now:
+                attempt = max(job.attempts, hold.attempt if hold else 0) + 1
+                until = now + self.limits.lease
+                if await self.leases.take(job.id, attempt, self.worker_id, now, until):
+                    return await self._record_claim(job, attempt, now, ends)
+            elif watched is None:
+                watched = ends
+                log.info("job.claim.waiting", extra={"reason": "leased by another worker"})
+            if (watched is not None and ends is not None and ends > watched) or (
+                time.monotonic() >= give_up
+            ):
+                break
+            await asyncio.sleep(self.limits.watch_interval)
+            job = jobs.fold(await self.store.job_events(job.id)) or job
+        log.info("job.claim.lost", extra={"reason": "handled by another worker"})
+        return None
+
+    async def _record_claim(
+        self, job: Job, attempt: int, now: datetime, ended: datetime | None
+    ) -> tuple[Job, int] | None:
+        try:
+            claimed = jobs.claim(job, self.worker_id, now, self.limits.lease, lease_ends=ended)
+            await self.store.append([claimed])
+        except (InvalidTransition, ConcurrencyConflict):
+            await self.leases.release(job.id, attempt, self.worker_id, now)
+            log.info("job.claim.lost", extra={"reason": "handled by another worker"})
+            return None
+        return jobs.apply(claimed, job), attempt
+
+    async def _discard_abandoned_upload(self, job: Job) -> None:
+        """An earlier claim's worker may have died mid-upload: its incomplete upload is
+        aborted now that this claim holds the job (so it cannot belong to a live claim)."""
+        try:
+            aborted = await self.storage.abort_incomplete(result_key(job))
+        except StorageError as error:
+            log.warning("job.upload.unswept", extra={"error": str(error)})
+            return
+        if aborted:
+            log.info("job.upload.swept", extra={"uploads": aborted})
+
+    async def _extract_with_retries(
+        self, job: Job, progress: ResultProgress, keeper: LeaseKeeper
+    ) -> WrittenResult:
+        """Tries the extraction again while the datasource is unavailable (``attempts``
+        tries) and while the result storage is (for ``outage_window`` seconds from its first
+        failure, however many tries that takes)."""
+        tries = 0
+        outage: Outage | None = None
+        while True:
+            tries += 1
             try:
-                return await self._extract(job, progress)
-            except (ExtractionError, StorageError) as error:
-                transient = isinstance(error, StorageError) or error.category == "unavailable"
-                if not transient or attempt == self.limits.attempts:
+                written = await self._extract(job, progress, keeper)
+            except StorageRejected:
+                raise
+            except StorageError as error:
+                outage = outage or Outage("storage", self.limits.outage_window)
+                if outage.over():
                     raise
-                log.info("job.retrying", extra={"try": attempt, "error": str(error)})
-                await asyncio.sleep(self.limits.retry_backoff * 2 ** (attempt - 1))
-        raise AssertionError("unreachable")
+                outage.note(str(error))
+                delay = self.limits.backoff(outage.tries)
+            except ExtractionError as error:
+                if error.category != "unavailable" or tries >= self.limits.attempts:
+                    raise
+                log.info("job.retrying", extra={"try": tries, "error": str(error)})
+                delay = self.limits.retry_backoff * 2 ** (tries - 1)
+            else:
+                if outage is not None:
+                    outage.ended()
+                return written
+            progress.rows = progress.bytes = 0
+            await asyncio.sleep(delay)
+            if outage is not None:
+                await self._discard_abandoned_upload(job)
 
-    async def _extract(self, job: Job, progress: ResultProgress) -> WrittenResult:
+    async def _extract(
+        self, job: Job, progress: ResultProgress, keeper: LeaseKeeper
+    ) -> WrittenResult:
         key = result_key(job)
         try:
             async with asyncio.timeout(self.limits.timeout):
@@ -196,9 +302,10 @@ class RunJob:
                             progress,
                         )
                     with self.tracer.span("job.upload"):
+                        await self._confirm(keeper)
                         await upload.commit()
                 except BaseException:
-                    await asyncio.shield(upload.abort())
+                    await asyncio.shield(_abort(upload))
                     raise
                 self.metrics.result_uploaded(upload.seconds)
         except TimeoutError:
@@ -234,7 +341,9 @@ class RunJob:
             raise first_error(group_error) from None
         return [task.result() for task in tasks]
 
-    async def _record_success(self, job: Job, written: WrittenResult, started: float) -> Settlement:
+    async def _record_success(
+        self, job: Job, keeper: LeaseKeeper, written: WrittenResult, started: float
+    ) -> Settlement:
         seconds = time.monotonic() - started
         elapsed_ms = int(seconds * 1000)
         now = self.clock.now()
@@ -258,11 +367,12 @@ class RunJob:
                 seconds=seconds, rows=written.row_count, size_bytes=written.size_bytes
             )
 
-        return await self._append(job, [stored, completed], "job.completed", outcome, count)
+        return await self._append(keeper, [stored, completed], "job.completed", outcome, count)
 
     async def _record_failure(
         self,
         job: Job,
+        keeper: LeaseKeeper,
         message: str,
         reason: FailureReason,
         started: float,
@@ -277,7 +387,7 @@ class RunJob:
             "duration_ms": int(seconds * 1000),
         }
         return await self._append(
-            job,
+            keeper,
             [failed],
             "job.failed",
             outcome,
@@ -286,26 +396,62 @@ class RunJob:
 
     async def _append(
         self,
-        job: Job,
+        keeper: LeaseKeeper,
         events: list[Any],
         outcome: str,
         fields: dict[str, Any],
         recorded: Callable[[], None],
     ) -> Settlement:
-        """Records the outcome, retrying while the store is unavailable; once recorded, logs
-        it as ``outcome`` with ``fields`` and calls ``recorded`` (the metrics)."""
-        for attempt in range(self.limits.attempts):
+        """Records the outcome if this claim still holds its lease, riding out the database
+        being unavailable for ``outage_window``; once recorded, logs it as ``outcome`` with
+        ``fields`` and calls ``recorded`` (the metrics). Past the window the delivery is
+        requeued, so a later delivery finds the job again (its claim's lease runs out)."""
+        outage: Outage | None = None
+        while True:
             try:
+                await keeper.confirm()
                 with self.tracer.span("job.record"):
                     await self.store.append(events)
-            except ConcurrencyConflict:
+            except (ConcurrencyConflict, LeaseLost):
                 log.warning("job.outcome.dropped", extra={"reason": "job changed under worker"})
                 return Settlement.ACK
-            except Unavailable:
-                await asyncio.sleep(self.limits.retry_backoff * 2**attempt)
+            except Unavailable as error:
+                outage = outage or Outage("database", self.limits.outage_window)
+                if outage.over():
+                    log.warning("job.outcome.unrecorded", extra={"outcome": outcome})
+                    return Settlement.REQUEUE
+                outage.note(str(error))
+                await asyncio.sleep(self.limits.backoff(outage.tries))
                 continue
+            if outage is not None:
+                outage.ended()
             log.info(outcome, extra=fields)
             recorded()
             return Settlement.ACK
-        log.warning("job.outcome.unrecorded", extra={"outcome": outcome})
-        return Settlement.REQUEUE
+
+    async def _confirm(self, keeper: LeaseKeeper) -> None:
+        """Confirms the lease before the result becomes visible, riding out the database
+        being unavailable for ``outage_window`` (past it, ``Unavailable`` is raised)."""
+        outage: Outage | None = None
+        while True:
+            try:
+                await keeper.confirm()
+            except Unavailable as error:
+                outage = outage or Outage("database", self.limits.outage_window)
+                if outage.over():
+                    raise
+                outage.note(str(error))
+                await asyncio.sleep(self.limits.backoff(outage.tries))
+                continue
+            if outage is not None:
+                outage.ended()
+            return
+
+
+async def _abort(upload: ResultUpload) -> None:
+    """Aborts an upload; one that cannot be aborted now is swept by the job's next claim (or,
+    at the latest, by the bucket's lifecycle rule)."""
+    try:
+        await upload.abort()
+    except StorageError as error:
+        log.warning("job.upload.unaborted", extra={"error": str(error)})

@@ -1,7 +1,8 @@
 """The reaper: no job stays pending or processing forever.
 
-- A processing job whose worker's lease ran out is dispatched again, so another worker can
-  reclaim it; after ``max_attempts`` claims it fails instead.
+- A processing job whose worker's lease ran out (as last renewed by its heartbeat, in
+  ``leases``) is dispatched again, so another worker can reclaim it; after ``max_attempts``
+  claims it fails instead.
 - A pending job nobody claimed within ``pending_timeout`` fails.
 Both failures produce ``job.failed`` through the emitter like any other.
 """
@@ -13,12 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
 
+from application.job_lease import lease_expired
 from application.log_context import log_fields
 from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
+from application.ports.job_leases import JobLeases
 from application.ports.messaging import WorkQueue
 from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
 from domain import job as jobs
@@ -38,6 +41,8 @@ class ReapJobs:
     max_attempts: int = 3
     redispatch_every: timedelta = timedelta(minutes=5)
     metrics: Metrics = NO_METRICS
+    leases: JobLeases | None = None
+    """Without it, a claim's lease is the one recorded with the claim."""
     _redispatched: dict[UUID, datetime] = field(default_factory=dict)
     _expiries_seen: dict[UUID, int] = field(default_factory=dict)
     _attempts: PublishAttempts = field(init=False)
@@ -55,24 +60,26 @@ class ReapJobs:
             job = jobs.fold(await self.store.job_events(summary.job_id))
             if job is None or job.is_terminal:
                 continue
-            if job.lease_expired(now):
+            hold = None if self.leases is None else await self.leases.hold(job.id)
+            expired = lease_expired(job, hold, now)
+            if expired:
                 self._count_expiry(job)
             try:
                 with log_fields(job_id=str(job.id), request_id=job.request_id):
-                    acted += await self._reap(job, now)
+                    acted += await self._reap(job, now, expired)
             except (ConcurrencyConflict, InvalidTransition):
                 continue
         return acted
 
-    async def _reap(self, job: jobs.Job, now: datetime) -> int:
+    async def _reap(self, job: jobs.Job, now: datetime, expired: bool) -> int:
         if job.phase is Phase.REQUESTED:
             minutes = int(self.pending_timeout.total_seconds() // 60)
             message = f"job was not picked up within {minutes} minutes"
             await self._fail(job, message, now, FailureReason.NOT_PICKED_UP)
-        elif job.lease_expired(now) and job.attempts >= self.max_attempts:
+        elif expired and job.attempts >= self.max_attempts:
             message = f"job abandoned: its worker stopped after {job.attempts} attempts"
             await self._fail(job, message, now, FailureReason.ABANDONED)
-        elif job.lease_expired(now) and self._due(job.id, now):
+        elif expired and self._due(job.id, now):
             with self._attempts.attempt(job.id):
                 await self.queue.publish(work_order(job))
             self._redispatched[job.id] = now

@@ -18,12 +18,21 @@ class ResultStorage(Protocol):
     """Object storage for encrypted results (S3-compatible, or a folder on the embedded default).
 
     ``key`` is the path reported to consumers (``external-data/<jobId>.json``); an implementation
-    may prepend its configured prefix. Errors raise ``application.errors.StorageError``.
+    may prepend its configured prefix. Errors raise ``application.errors.StorageError``
+    (``StorageRejected`` when the storage answered and refused: a missing bucket, denied
+    access).
+
+    ``abort_incomplete`` aborts every upload to ``key`` begun by any process and neither
+    committed nor aborted (one a dead worker left behind, or one whose abort failed) and
+    returns how many; call it only while no live upload to ``key`` can exist (the caller's
+    claim holds the job's lease).
     """
 
     async def begin(self, key: str) -> ResultUpload: ...
 
     async def read(self, key: str) -> bytes: ...
+
+    async def abort_incomplete(self, key: str) -> int: ...
 
     async def check(self) -> None: ...
 

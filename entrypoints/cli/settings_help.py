@@ -190,6 +190,20 @@ SETTINGS: tuple[Setting, ...] = (
         WORKER_ROLES,
     ),
     Setting(
+        "FETCHER_LEASE_SECONDS",
+        "20",
+        "a claim's lease, renewed by its worker every quarter of it: a dead worker's job is "
+        "taken over within about this long (at least 4)",
+        WORKER_ROLES,
+    ),
+    Setting(
+        "FETCHER_DEPENDENCY_OUTAGE_SECONDS",
+        "120",
+        "how long a running job rides out result storage or the database being down before "
+        "it fails (storage) or is handed back (database)",
+        WORKER_ROLES,
+    ),
+    Setting(
         "FETCHER_PENDING_TIMEOUT_SECONDS",
         "3600",
         "a job no worker claimed within this fails",

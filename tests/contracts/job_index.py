@@ -122,3 +122,43 @@ class JobIndexContract:
         await index.record(JobProgress(job_id, 1, 10, 200, T0))
         await index.project(log(jobs.fail(jobs.fold([requested, claimed]), "x", T0, "w")))
         assert await index.progress(job_id) is None
+
+    async def test_a_lease_is_taken_by_one_claim_and_renewed_only_by_it(self, index) -> None:
+        job_id = uuid.uuid4()
+        short = timedelta(seconds=20)
+        assert await index.hold(job_id) is None
+        assert await index.take(job_id, 1, "w1", T0, T0 + short)
+        assert not await index.take(job_id, 1, "w2", T0, T0 + short)  # same claim number
+        assert not await index.take(job_id, 2, "w2", T0, T0 + short)  # still live
+        assert await index.renew(job_id, 1, "w1", T0 + 2 * short)
+        assert not await index.take(job_id, 2, "w2", T0 + short, T0 + 2 * short)  # renewed
+        later = T0 + 2 * short
+        assert await index.take(job_id, 2, "w2", later, later + short)  # ended: taken over
+        assert not await index.renew(job_id, 1, "w1", later + short)  # the old claim lost it
+        held = await index.hold(job_id)
+        assert (held.attempt, held.worker_id, held.until) == (2, "w2", later + short)
+        await index.release(job_id, 1, "w1", later)  # not the holder: nothing happens
+        assert (await index.hold(job_id)).until == later + short
+        await index.release(job_id, 2, "w2", later)
+        assert await index.take(job_id, 3, "w3", later, later + short)  # handed back: at once
+
+    async def test_stalled_follows_the_renewed_lease_and_leases_drop_when_jobs_end(
+        self, index
+    ) -> None:
+        log = Log()
+        short = timedelta(seconds=20)
+        alive = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0)
+        dead = jobs.request_job(uuid.uuid4(), _request(["a2"]), T0)
+        for requested, worker in ((alive, "alive"), (dead, "dead")):
+            assert await index.take(requested.originator_id, 1, worker, T0, T0 + short)
+        claims = [
+            jobs.claim(jobs.fold([r]), w, T0, short) for r, w in ((alive, "alive"), (dead, "dead"))
+        ]
+        await index.project(log(alive, dead, *claims))
+        now = T0 + timedelta(seconds=30)
+        assert await index.renew(alive.originator_id, 1, "alive", now + short)
+        stalled = await index.stalled(now=now, pending_before=T0)
+        assert [s.job_id for s in stalled] == [dead.originator_id]
+        ended = jobs.fail(jobs.fold([alive, claims[0]]), "x", now, "alive")
+        await index.project(log(ended))
+        assert await index.hold(alive.originator_id) is None

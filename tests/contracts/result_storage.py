@@ -115,6 +115,24 @@ class ResultStorageContract:
         assert await inspector.object_keys() == set()
         assert await inspector.pending_uploads() == 0
 
+    async def test_uploads_left_behind_at_a_key_are_aborted_and_only_those(
+        self, storage: ResultStorage, key: str, inspector: Inspector
+    ) -> None:
+        other = f"external-data/{uuid.uuid4()}.json"
+        for target in (key, key, other):
+            left = await storage.begin(target)  # a worker died mid-upload
+            await left.write(payload(PART_SIZE + 1))
+        kept = await inspector.pending_uploads()
+        assert kept == 3
+
+        assert await storage.abort_incomplete(key) == 2
+
+        assert await inspector.pending_uploads() == 1
+        assert await storage.abort_incomplete(key) == 0
+        assert await storage.abort_incomplete(other) == 1
+        assert await inspector.pending_uploads() == 0
+        assert await inspector.object_keys() == set()
+
     async def test_abort_is_idempotent_and_ends_the_upload(
         self, storage: ResultStorage, key: str
     ) -> None:

@@ -49,7 +49,14 @@ def derived_key(kind: str) -> bytes:
     return bytes.fromhex(out.rsplit(" ", 1)[1])
 
 
-def register(api: str, source_db: str, name: str, headers: Mapping[str, str] | None = None) -> None:
+def register(
+    api: str,
+    source_db: str,
+    name: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    port: int = 5432,
+) -> None:
     response = httpx.post(
         f"{api}/v1/management/connections",
         headers={"X-Product-Name": PRODUCT, **(headers or {})},
@@ -57,7 +64,7 @@ def register(api: str, source_db: str, name: str, headers: Mapping[str, str] | N
             "configName": name,
             "type": "POSTGRESQL",
             "host": "127.0.0.1",
-            "port": 5432,
+            "port": port,
             "databaseName": source_db,
             "userName": "postgres",
             "password": "p@ss w:rd/?#",

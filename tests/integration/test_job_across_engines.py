@@ -29,6 +29,7 @@ from adapters.datasources.mysql.reader import MySqlReader
 from adapters.datasources.postgres.reader import PostgresReader
 from adapters.memory.connection_repository import InMemoryConnectionRepository
 from adapters.memory.job_event_store import InMemoryJobEventStore
+from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.result_storage import InMemoryResultStorage
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
@@ -231,6 +232,7 @@ def app() -> Iterator[App]:
         run_job=RunJob(
             store, directory, endpoints, reader, AesGcmResultSealer.from_ring(ring), storage,
             Clock(), "worker-1", RunLimits(retry_backoff=0.0, attempts=1, timeout=60),
+            leases=InMemoryJobIndex(),
         ),
     )  # fmt: skip
 

@@ -45,7 +45,7 @@ class TestPostgresJobIndex(JobIndexContract):
             await conn.execute(
                 text(
                     "TRUNCATE fetcher_job_index, fetcher_job_datasources, "
-                    "fetcher_projection_positions, fetcher_job_progress"
+                    "fetcher_projection_positions, fetcher_job_progress, fetcher_job_leases"
                 )
             )
         await engine.dispose()

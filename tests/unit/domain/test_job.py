@@ -162,3 +162,23 @@ def test_apply_returns_the_next_snapshot():
         uuid4(), ExtractionRequest.create({"a": {"t": ["x"]}}, None, {"source": "payments"}), now
     )
     assert jobs.apply(requested, None).status == "pending"
+
+
+def test_claim_follows_the_renewed_lease_not_the_recorded_one():
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    request = ExtractionRequest.restore(
+        {"mappedFields": {"pgsql": {"t": ["id"]}}, "filters": {}}, "h"
+    )
+    job = jobs.fold([jobs.request_job(uuid4(), request, t0)])
+    assert job is not None
+    lease = timedelta(seconds=20)
+    held = jobs.apply(jobs.claim(job, "w1", t0, lease), job)
+    later = t0 + timedelta(seconds=30)
+    # Renewed past its recorded end: still held.
+    with pytest.raises(InvalidTransition):
+        jobs.claim(held, "w2", later, lease, lease_ends=later + lease)
+    # Handed back before its recorded end: free at once.
+    early = t0 + timedelta(seconds=5)
+    assert jobs.claim(held, "w2", early, lease, lease_ends=early).attempt == 2
+    with pytest.raises(InvalidTransition):
+        jobs.claim(held, "w2", early, lease)

@@ -71,8 +71,8 @@ async def test_a_relay_on_its_own_polls_the_log_more_often(app: App, tmp_path: P
     async with bootstrap(
         in_memory_settings(tmp_path), roles={Role.RELAY}, **app.overrides()
     ) as alone:
-        assert [loop.poll_interval for loop in alone.relay.loops] == [0.2, 0.2, 0.2, 30.0]
-    assert [loop.poll_interval for loop in app.fetcher.relay.loops] == [0.5, 0.5, 0.5, 30.0]
+        assert [loop.poll_interval for loop in alone.relay.loops] == [0.2, 0.2, 0.2, 5.0]
+    assert [loop.poll_interval for loop in app.fetcher.relay.loops] == [0.5, 0.5, 0.5, 5.0]
 
 
 async def test_the_embedded_default_wires_local_twins(tmp_path: Path) -> None:

@@ -1,0 +1,97 @@
+"""The leases of running jobs in SQL: one row per job, renewed in place (see ``JobLeases``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, Uuid, insert, select, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from adapters.sql.tables import UtcDateTime
+from application.ports.job_leases import JobLeases, LeaseHold
+from domain.errors import Unavailable
+
+lease_metadata = MetaData()
+
+job_leases = Table(
+    "fetcher_job_leases",
+    lease_metadata,
+    Column("job_id", Uuid, primary_key=True),
+    Column("attempt", Integer, nullable=False),
+    Column("worker_id", String(200), nullable=False),
+    Column("lease_until", UtcDateTime, nullable=False),
+)
+
+
+class SqlaJobLeases(JobLeases):
+    """Each operation is one statement (``take`` an update, or an insert for a job's first
+    claim), so the database's row lock decides between concurrent takers and renewals."""
+
+    _engine: AsyncEngine
+
+    async def take(
+        self, job_id: UUID, attempt: int, worker_id: str, now: datetime, until: datetime
+    ) -> bool:
+        values = {"attempt": attempt, "worker_id": worker_id, "lease_until": until}
+        try:
+            async with self._engine.begin() as conn:
+                taken = await conn.execute(
+                    update(job_leases)
+                    .where(
+                        job_leases.c.job_id == job_id,
+                        job_leases.c.attempt < attempt,
+                        job_leases.c.lease_until <= now,
+                    )
+                    .values(**values)
+                )
+                if taken.rowcount == 1:
+                    return True
+                held = await conn.execute(
+                    select(job_leases.c.job_id).where(job_leases.c.job_id == job_id)
+                )
+                if held.first() is not None:
+                    return False
+                await conn.execute(insert(job_leases).values(job_id=job_id, **values))
+            return True
+        except sa_exc.IntegrityError:
+            return False  # another worker inserted the first lease
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+
+    async def renew(self, job_id: UUID, attempt: int, worker_id: str, until: datetime) -> bool:
+        return await self._held_update(job_id, attempt, worker_id, until)
+
+    async def release(self, job_id: UUID, attempt: int, worker_id: str, now: datetime) -> None:
+        await self._held_update(job_id, attempt, worker_id, now)
+
+    async def _held_update(
+        self, job_id: UUID, attempt: int, worker_id: str, until: datetime
+    ) -> bool:
+        try:
+            async with self._engine.begin() as conn:
+                done = await conn.execute(
+                    update(job_leases)
+                    .where(
+                        job_leases.c.job_id == job_id,
+                        job_leases.c.attempt == attempt,
+                        job_leases.c.worker_id == worker_id,
+                    )
+                    .values(lease_until=until)
+                )
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+        return bool(done.rowcount == 1)
+
+    async def hold(self, job_id: UUID) -> LeaseHold | None:
+        try:
+            async with self._engine.connect() as conn:
+                row = (
+                    await conn.execute(select(job_leases).where(job_leases.c.job_id == job_id))
+                ).first()
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+        if row is None:
+            return None
+        return LeaseHold(row.job_id, row.attempt, row.worker_id, row.lease_until)

@@ -1,0 +1,90 @@
+"""A job runs in a task its worker owns: a delivery cancelled by its consumer (a closing
+channel) leaves the extraction running, a redelivery joins it, and stopping hands it back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from application.commands.run_job import RunLimits
+from application.ports.messaging import Settlement, WorkOrder
+from application.running_jobs import RunningJobs
+from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
+from entrypoints.roles import work_handler
+from tests.unit.application.test_job_lease import HeldReader
+
+SOURCE = {"source": "payments"}
+
+
+async def _running(app):
+    await app.connection()
+    app.run_job.limits = RunLimits(retry_backoff=0.0, lease=timedelta(seconds=8))
+    job = (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    reader = HeldReader(app.reader)
+    app.run_job.reader = reader
+    return job, reader, RunningJobs(work_handler(app.run_job))
+
+
+def _kinds(events):
+    return [type(e) for e in events]
+
+
+async def test_a_cancelled_delivery_leaves_its_extraction_running_to_the_end(app, caplog):
+    job, reader, runs = await _running(app)
+    delivery = asyncio.create_task(runs(WorkOrder(job.id, b"")))
+    await asyncio.wait_for(reader.holding.wait(), 5)
+    with caplog.at_level(logging.WARNING, logger="application.running_jobs"):
+        delivery.cancel()  # what the AMQP client does when the channel closes
+        await asyncio.gather(delivery, return_exceptions=True)
+    assert delivery.cancelled()
+    assert [r.getMessage() for r in caplog.records] == ["job.delivery.cancelled"]
+    assert len(runs) == 1
+    reader.release.set()
+    for _ in range(200):
+        if not len(runs):
+            break
+        await asyncio.sleep(0.01)
+    events = await app.store.job_events(job.id)
+    assert _kinds(events) == [JobRequested, JobClaimed, JobResultStored, JobCompleted]
+    assert len(app.storage.objects) == 1
+
+
+async def test_a_redelivery_while_the_job_runs_here_is_settled_by_that_run(app):
+    job, reader, runs = await _running(app)
+    first = asyncio.create_task(runs(WorkOrder(job.id, b"")))
+    await asyncio.wait_for(reader.holding.wait(), 5)
+    first.cancel()
+    await asyncio.gather(first, return_exceptions=True)
+    again = asyncio.create_task(runs(WorkOrder(job.id, b"")))
+    await asyncio.sleep(0.05)
+    assert not again.done()  # waits for the run, no second claim
+    reader.release.set()
+    assert await asyncio.wait_for(again, 5) is Settlement.ACK
+    events = await app.store.job_events(job.id)
+    assert _kinds(events) == [JobRequested, JobClaimed, JobResultStored, JobCompleted]
+
+
+async def test_a_redelivery_of_a_finished_job_is_acknowledged_without_effect(app):
+    job, reader, runs = await _running(app)
+    reader.release.set()
+    assert await runs(WorkOrder(job.id, b"")) is Settlement.ACK
+    assert await runs(WorkOrder(job.id, b"")) is Settlement.ACK
+    assert len(await app.store.job_events(job.id)) == 4
+
+
+async def test_stopping_hands_a_running_claim_back_at_once(app):
+    job, reader, runs = await _running(app)
+    delivery = asyncio.create_task(runs(WorkOrder(job.id, b"")))
+    await asyncio.wait_for(reader.holding.wait(), 5)
+    await runs.stop()
+    await asyncio.gather(delivery, return_exceptions=True)
+    held = await app.job_index.hold(job.id)
+    assert held.until == app.clock.now()  # released: no need to wait out the lease
+    assert app.storage.pending_uploads == 0
+    reader.release.set()
+    other = app.run_job
+    other.worker_id = "worker-2"
+    assert await asyncio.wait_for(other(job.id), 5) is Settlement.ACK
+    events = await app.store.job_events(job.id)
+    assert _kinds(events)[-1] is JobCompleted and events[2].worker_id == "worker-2"
