@@ -82,7 +82,13 @@ def _names(tag: str) -> _Names:
 
 
 def proxied_stack(
-    tag: str, logs: Path, data: Path, *, s3_endpoint: str = S3_ENDPOINT, **env: str
+    tag: str,
+    logs: Path,
+    data: Path,
+    *,
+    s3_endpoint: str = S3_ENDPOINT,
+    s3_credentials: tuple[str, str] = (S3_ACCESS, S3_SECRET),
+    **env: str,
 ) -> Iterator[ProxiedStack]:
     """A fresh event store database, work queue and events exchange named after ``tag``; the
     proxies are started (listening); no process is started yet. Cleans up after."""
@@ -114,8 +120,8 @@ def proxied_stack(
             OBJECT_STORAGE_ENDPOINT=s3_endpoint,
             OBJECT_STORAGE_BUCKET=S3_BUCKET,
             OBJECT_STORAGE_KEY_PREFIX=names.key_prefix,
-            OBJECT_STORAGE_ACCESS_KEY_ID=S3_ACCESS,
-            OBJECT_STORAGE_SECRET_KEY=S3_SECRET,
+            OBJECT_STORAGE_ACCESS_KEY_ID=s3_credentials[0],
+            OBJECT_STORAGE_SECRET_KEY=s3_credentials[1],
             OBJECT_STORAGE_USE_PATH_STYLE="true",
             SERVER_ADDRESS=f"127.0.0.1:{port}",
             **env,
