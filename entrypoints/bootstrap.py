@@ -49,6 +49,7 @@ from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import Tracer
 from application.queries.get_job import GetJob, GetJobHistory
 from application.readiness import Check, Dependency, Readiness
+from application.recent_checks import RecentChecks
 from application.running_jobs import RunningJobs
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from entrypoints.connection_settings import InternalDatasource
@@ -57,6 +58,7 @@ from entrypoints.infrastructure import (
     database_dependency,
     declare_broker_topology,
     load_key_ring,
+    log_watch_for,
     open_broker_probe,
     open_event_publisher,
     open_event_store,
@@ -86,7 +88,10 @@ from entrypoints.tracing import open_tracer
 
 FOLLOWER_POLL_SECONDS = 0.5
 RELAY_POLL_SECONDS = 0.2
-"""A relay without the API in its process is never woken by a new job, so it looks more often."""
+"""A relay without the API in its process, and without notifications, is never woken by a new
+job, so it looks more often."""
+LISTENING_POLL_SECONDS = 5.0
+"""Followers woken by the database's notifications poll only as a safety net."""
 
 
 def datasource_engines() -> dict[DatabaseType, Callable[[], DatasourceReader]]:
@@ -258,6 +263,13 @@ async def bootstrap(
                 event_publisher = await stack.enter_async_context(
                     open_event_publisher(settings, external_signer)
                 )
+            watch = log_watch_for(settings, store)
+            if watch is not None:
+                poll_interval = LISTENING_POLL_SECONDS
+            elif Role.API in roles:
+                poll_interval = FOLLOWER_POLL_SECONDS
+            else:
+                poll_interval = RELAY_POLL_SECONDS
             relay = build_relay(
                 settings,
                 store,
@@ -265,11 +277,12 @@ async def bootstrap(
                 work_queue,
                 event_publisher,
                 clock,
-                poll_interval=FOLLOWER_POLL_SECONDS if Role.API in roles else RELAY_POLL_SECONDS,
+                poll_interval=poll_interval,
                 queue_is_volatile=isinstance(work_queue, InProcessWorkQueue),
                 tracer=tracer,
                 metrics=metrics,
                 leases=leases_of(index),
+                watch=watch,
             )
 
         worker: Worker | None = None
@@ -293,10 +306,8 @@ async def bootstrap(
                 metrics=metrics,
                 leases=leases_of(index),
             )
-            # In one process, a finished job wakes the emitter at once.
-            runs = RunningJobs(
-                work_handler(run_job, after=relay.emitter.wake.set if relay else None)
-            )
+            # In one process, a job that ran wakes the followers at once.
+            runs = RunningJobs(work_handler(run_job, after=relay.wake if relay else None))
             stack.push_async_callback(runs.stop)  # after the consumer's own drain
             handler: WorkHandler = runs
             consumer: WorkConsumer
@@ -356,6 +367,7 @@ async def bootstrap(
                     schemas=schema_cache,
                     tracer=tracer,
                     metrics=metrics,
+                    recent_checks=RecentChecks(options.check_cache_seconds, clock),
                 ),
                 get_job=GetJob(store, progress=job_progress),
                 get_job_history=GetJobHistory(store),
@@ -376,8 +388,8 @@ async def bootstrap(
                 probes=probes,
                 version=settings.version,
                 tenancy=settings.tenancy.tenancy,
-                # In one process, a recorded job wakes the dispatcher at once.
-                on_job_recorded=relay.dispatcher.wake.set if relay else no_op,
+                # In one process, a recorded job wakes the followers at once.
+                on_job_recorded=relay.wake if relay else no_op,
                 tracer=tracer,
             )
         yield Fetcher(api=api, worker=worker, relay=relay, probes=probes)

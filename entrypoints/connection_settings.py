@@ -57,6 +57,19 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConnectionSettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not 0 <= value <= 3600:
+        raise ConnectionSettingsError(f"{name} must be between 0 and 3600 seconds, got {raw!r}")
+    return value
+
+
 def _options(prefix: str, raw: str) -> dict[str, str]:
     options: dict[str, str] = {}
     for pair in raw.split("&"):
@@ -142,6 +155,9 @@ def internal_datasources(env: Mapping[str, str]) -> tuple[InternalDatasource, ..
 @dataclass(frozen=True, slots=True)
 class ConnectionSettings:
     schema_cache_ttl_seconds: int = 300
+    check_cache_seconds: float = 5.0
+    """``CONNECTION_CHECK_CACHE_SECONDS``: a connectivity test that passed this recently (same
+    tenant, connection and version) stands for a new job's own; 0 tests for every job."""
     ssrf_guard: bool = False
     """``FETCHER_SSRF_GUARD``: refuse internal and private destinations (on by default in
     multi-tenant mode)."""
@@ -164,6 +180,7 @@ class ConnectionSettings:
     ) -> ConnectionSettings:
         return cls(
             schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),
+            check_cache_seconds=_seconds(env, "CONNECTION_CHECK_CACHE_SECONDS", 5.0),
             ssrf_guard=ssrf_guard,
             max_pagination_limit=_positive(env, "MAX_PAGINATION_LIMIT", 100),
             max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
 from adapters.crypto.signing import HmacMessageSigner
+from adapters.eventstore.listener import PostgresLogWatch
 from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
@@ -23,6 +24,7 @@ from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
+from application.ports.log_watch import LogWatch
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
 from application.ports.result_storage import ResultStorage
 from application.readiness import Check, Dependency
@@ -55,6 +57,17 @@ async def open_event_store(
         yield store
     finally:
         await store.close()
+
+
+def log_watch_for(settings: Settings, store: JobEventStore) -> LogWatch | None:
+    """How the followers hear the log grow in other processes: on PostgreSQL, by listening on
+    the channel the event store notifies when it inserts; elsewhere there is no other process
+    to hear (the embedded default wakes its followers in-process)."""
+    database = settings.database.postgres
+    if database is None or not isinstance(store, EventsourcingJobEventStore):
+        return None
+    channel = store.notification_channel()
+    return None if channel is None else PostgresLogWatch(database, channel)
 
 
 @contextlib.asynccontextmanager

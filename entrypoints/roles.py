@@ -22,7 +22,12 @@ from application.endpoints import EndpointFactory
 from application.fresh_job_index import FreshJobIndex
 from application.policies import emit_events, publish_work_orders
 from application.policies.emit_events import EmitJobEvents
-from application.policies.follower import LogFollower, PeriodicTask, ProjectionFollower
+from application.policies.follower import (
+    LogFollower,
+    PeriodicTask,
+    ProjectionFollower,
+    WakeOnGrowth,
+)
 from application.policies.publish_work_orders import PublishWorkOrders
 from application.policies.reap_jobs import ReapJobs
 from application.policies.requeue_pending import RequeuePending
@@ -33,6 +38,7 @@ from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.job_leases import JobLeases
+from application.ports.log_watch import LogWatch
 from application.ports.messaging import (
     JobEventPublisher,
     Settlement,
@@ -140,7 +146,7 @@ class Worker:
     runs: RunningJobs | None = None
 
 
-Loop = LogFollower | ProjectionFollower | PeriodicTask
+Loop = LogFollower | ProjectionFollower | PeriodicTask | WakeOnGrowth
 
 
 @dataclass(slots=True)
@@ -158,10 +164,18 @@ class Relay:
     requeue_on_start: RequeuePending | None = None
     """Set when the work queue does not survive a restart (the in-process one): run it once
     before the loops start."""
+    waker: WakeOnGrowth | None = None
+    """Wakes the followers when the log grows in any process (PostgreSQL notifications)."""
 
     @property
     def loops(self) -> tuple[Loop, ...]:
-        return (self.dispatcher, self.emitter, self.projection, self.reaper)
+        loops: tuple[Loop, ...] = (self.dispatcher, self.emitter, self.projection, self.reaper)
+        return loops if self.waker is None else (*loops, self.waker)
+
+    def wake(self) -> None:
+        """The log grew (in this process): the followers read it now."""
+        for follower in (self.dispatcher, self.emitter, self.projection):
+            follower.wake.set()
 
 
 class Fetcher:
@@ -279,10 +293,12 @@ def build_relay(
     metrics: Metrics,
     tracer: Tracer = NO_TRACER,
     leases: JobLeases | None = None,
+    watch: LogWatch | None = None,
 ) -> Relay:
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
-    loses what it holds when the process stops, so pending jobs are queued again at start."""
-    return Relay(
+    loses what it holds when the process stops, so pending jobs are queued again at start.
+    ``watch``: the followers also wake when it tells that the log grew."""
+    relay = Relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
             store=store,
@@ -330,3 +346,10 @@ def build_relay(
             else None
         ),
     )
+    if watch is not None:
+        relay.waker = WakeOnGrowth(
+            name="log-watch",
+            watch=watch,
+            followers=(relay.dispatcher, relay.emitter, relay.projection),
+        )
+    return relay

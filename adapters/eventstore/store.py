@@ -2,6 +2,12 @@
 
 The library is synchronous. Every call into it runs on a small dedicated thread pool, so the
 event loop never blocks; the recorder is built lazily on that pool too (or eagerly by ``open``).
+
+Appends go through one writer (group commit): appends that arrive while a transaction is
+being written wait, then go together in the next one. The PostgreSQL recorder locks the events
+table for each inserting transaction, so that notification ids commit in order (what the log's
+followers rely on); one transaction for many appends takes that lock, and flushes the WAL,
+once for all of them instead of once each. An append alone is written at once.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ from domain.errors import ConcurrencyConflict, Unavailable
 from domain.job import JobEvent
 
 T = TypeVar("T")
+
+_BATCH_LIMIT = 64
+"""Most appends written in one transaction."""
 
 # The library keeps its own row under this name in the tracking table.
 _RESERVED_FOLLOWER = "__migration__"
@@ -138,6 +147,8 @@ class EventsourcingJobEventStore(JobEventStore):
         self._recorder: ProcessRecorder | None = None
         self._mapper: Mapper[UUID] | None = None
         self._closed = False
+        self._pending: list[tuple[list[DomainEvent], asyncio.Future[int]]] = []
+        self._writer: asyncio.Task[None] | None = None
         if self._env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
             self._sqlite_path: Path | None = Path(self._env["SQLITE_DBNAME"])
         else:
@@ -244,19 +255,72 @@ class EventsourcingJobEventStore(JobEventStore):
     async def append(self, events: Sequence[DomainEvent]) -> int:
         if not events:
             raise ValueError("append needs at least one event")
+        if self._closed:
+            raise Unavailable("the event store is closed")
+        done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending.append((list(events), done))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write_pending())
         try:
-            return await self._run(self._append, list(events))
+            return await asyncio.shield(done)
         except RecordConflictError as e:
             ids = ", ".join(sorted({str(ev.originator_id) for ev in events}))
             raise ConcurrencyConflict(f"another change was recorded first for {ids}") from e
 
-    def _append(self, events: list[DomainEvent]) -> int:
+    async def _write_pending(self) -> None:
+        """The single writer: takes what is pending, writes it in one transaction, repeats."""
+        while self._pending:
+            batch = self._pending[:_BATCH_LIMIT]
+            del self._pending[:_BATCH_LIMIT]
+            try:
+                outcomes = await self._run(self._append_batch, [events for events, _ in batch])
+            except asyncio.CancelledError:
+                for _, done in (*batch, *self._pending):
+                    done.cancel()
+                self._pending.clear()
+                raise
+            except Exception as error:
+                outcomes = [error] * len(batch)
+            for (_, done), outcome in zip(batch, outcomes, strict=True):
+                if done.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    done.set_exception(outcome)
+                else:
+                    done.set_result(outcome)
+
+    def _append_batch(self, batch: list[list[DomainEvent]]) -> list[int | BaseException]:
+        """Every append of ``batch`` in one transaction; when one of them conflicts (and so
+        the whole transaction fails), each is written again in a transaction of its own, so
+        only the conflicting one fails."""
+        if len(batch) > 1:
+            try:
+                ids = self._insert([event for events in batch for event in events])
+            except RecordConflictError:
+                pass
+            else:
+                # The ids come back in the order of the events given.
+                outcomes: list[int | BaseException] = []
+                start = 0
+                for events in batch:
+                    outcomes.append(max(ids[start : start + len(events)]))
+                    start += len(events)
+                return outcomes
+        outcomes = []
+        for events in batch:
+            try:
+                outcomes.append(max(self._insert(events)))
+            except RecordConflictError as conflict:
+                outcomes.append(conflict)
+        return outcomes
+
+    def _insert(self, events: list[DomainEvent]) -> Sequence[int]:
         recorder, mapper = self._ensure_open()
         insert = self._attempts(recorder.insert_events)
         ids = insert([mapper.to_stored_event(e) for e in events])
-        if not ids:
-            raise RuntimeError("the recorder returned no notification ids")
-        return max(ids)
+        if not ids or len(ids) != len(events):
+            raise RuntimeError("the recorder did not return a notification id for every event")
+        return ids
 
     async def job_events(self, job_id: UUID) -> list[JobEvent]:
         return await self._run(self._select, job_id, JobEvent)
@@ -321,6 +385,13 @@ class EventsourcingJobEventStore(JobEventStore):
     def _check(self) -> None:
         recorder, _ = self._ensure_open()
         _single_attempt(recorder.max_notification_id)()
+
+    def notification_channel(self) -> str | None:
+        """The PostgreSQL channel the recorder notifies in every transaction that inserts
+        events (see ``adapters.eventstore.listener``); None on other databases or before the
+        store is open."""
+        channel = getattr(self._recorder, "channel_name", None)
+        return channel if isinstance(channel, str) else None
 
     async def close(self) -> None:
         if self._closed:

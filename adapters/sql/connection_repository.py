@@ -12,6 +12,7 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     and_,
+    bindparam,
     false,
     func,
     insert,
@@ -62,6 +63,9 @@ class SqlaConnectionRepository(ConnectionRepository):
     def __init__(self, engine: AsyncEngine, *, owns_engine: bool = False) -> None:
         self._engine = engine
         self._owns_engine = owns_engine
+        # Single-statement reads need no transaction: on the same pool, without the BEGIN and
+        # ROLLBACK round trips around each.
+        self._reads = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def create_schema(self) -> None:
         async with self._guard():
@@ -91,7 +95,7 @@ class SqlaConnectionRepository(ConnectionRepository):
     async def get(
         self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
     ) -> Connection | None:
-        async with self._guard(), self._engine.connect() as conn:
+        async with self._guard(), self._reads.connect() as conn:
             row = (await conn.execute(_live(tenant).where(_c.id == connection_id))).first()
         return _from_row(row._mapping) if row else None
 
@@ -100,9 +104,9 @@ class SqlaConnectionRepository(ConnectionRepository):
     ) -> dict[str, Connection]:
         if not names:
             return {}
-        stmt = _live(tenant).where(_c.config_name.in_(sorted(set(names))))
-        async with self._guard(), self._engine.connect() as conn:
-            rows = (await conn.execute(stmt)).all()
+        params = {"tenant": tenant.id, "names": sorted(set(names))}
+        async with self._guard(), self._reads.connect() as conn:
+            rows = (await conn.execute(_BY_CONFIG_NAMES, params)).all()
         found = (_from_row(r._mapping) for r in rows)
         return {c.config_name: c for c in found}
 
@@ -222,6 +226,15 @@ class SqlaConnectionRepository(ConnectionRepository):
             raise
         except (sa_exc.DisconnectionError, sa_exc.TimeoutError, OSError, TimeoutError) as e:
             raise Unavailable() from e
+
+
+# Built once: on the submission path, building and caching the statement per call costs more
+# than running it.
+_BY_CONFIG_NAMES = select(connections).where(
+    _c.tenant == bindparam("tenant"),
+    _c.deleted_at.is_(None),
+    _c.config_name.in_(bindparam("names", expanding=True)),
+)
 
 
 def _live(tenant: Tenant) -> Select[Any]:

@@ -35,6 +35,10 @@ from adapters.sql.quiet_logs import hide_statement_values
 
 metadata = MetaData()
 
+POOL_SIZE = 10
+POOL_OVERFLOW = 10
+POOL_RECYCLE_SECONDS = 1800
+
 
 class UtcDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every dialect.
@@ -135,11 +139,17 @@ def create_engine_for(
         database=database.database,
         query=dict(database.options),
     )
+    # A pool that covers a busy API's concurrency: connections beyond ``pool_size`` are
+    # closed on return, so a pool smaller than the load opens a connection per request. No
+    # ping at checkout (three round trips on asyncpg): a connection the server dropped fails
+    # its statement, which invalidates the whole pool, and the next checkout connects afresh.
     return create_async_engine(
         url,
         echo=echo,
         hide_parameters=True,
-        pool_pre_ping=True,
+        pool_size=POOL_SIZE,
+        max_overflow=POOL_OVERFLOW,
+        pool_recycle=POOL_RECYCLE_SECONDS,
         connect_args={"timeout": connect_timeout},
     )
 

@@ -19,6 +19,7 @@ from application.ports.job_event_store import JobEventStore
 from application.ports.metrics import NO_METRICS, JobMetrics
 from application.ports.schema_cache import SchemaCache, SchemaKey
 from application.ports.tracer import NO_TRACER, Tracer
+from application.recent_checks import RecentChecks
 from domain import dedup
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_source
@@ -78,6 +79,9 @@ class RequestJob:
     """Its current context is recorded with the job, so the job's later work joins the
     request's trace."""
     metrics: JobMetrics = NO_METRICS
+    recent_checks: RecentChecks | None = None
+    """Connectivity tests that passed lately, by tenant, connection id and version: a test
+    that passed within its window stands for this request's (none: every request tests)."""
 
     async def __call__(
         self,
@@ -106,7 +110,7 @@ class RequestJob:
     ) -> RequestJobResult:
         request = ExtractionRequest.create(mapped_fields, filters, metadata)
         slot_id = dedup.slot_id(request.request_hash, tenant)
-        existing = await self._blocking_job(slot_id, tenant)
+        slot, existing = await self._slot(slot_id, tenant)
         if existing is not None:
             self.metrics.job_requested(duplicate=True)
             return RequestJobResult(existing, created=False)
@@ -114,13 +118,14 @@ class RequestJob:
         self._check_ownership(request, connections)
         await self._check_known_schemas(request, connections)
         await self._test_connections(connections)
-        for _attempt in range(3):
-            slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
-            if slot.job_id is not None:
-                holder = await self._job(slot.job_id, tenant)
-                if holder is not None and holder.blocks_duplicate(self.clock.now()):
+        # The slot read above is taken as it is the first time: if another request took it
+        # meanwhile, the append conflicts on the slot's next version and the slot is read again.
+        for attempt in range(3):
+            if attempt:
+                slot, existing = await self._slot(slot_id, tenant)
+                if existing is not None:
                     self.metrics.job_requested(duplicate=True)
-                    return RequestJobResult(holder, created=False)
+                    return RequestJobResult(existing, created=False)
             now = self.clock.now()
             requested = request_job(
                 self.ids.new_id(),
@@ -143,14 +148,15 @@ class RequestJob:
         job = fold(await self.store.job_events(job_id))
         return job if job is not None and job.tenant == tenant else None
 
-    async def _blocking_job(self, slot_id: Any, tenant: Tenant) -> Job | None:
+    async def _slot(self, slot_id: Any, tenant: Tenant) -> tuple[dedup.RequestSlot, Job | None]:
+        """The request slot, and the job holding it when that job blocks a duplicate."""
         slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
         if slot.job_id is None:
-            return None
+            return slot, None
         job = await self._job(slot.job_id, tenant)
         if job is not None and job.blocks_duplicate(self.clock.now()):
-            return job
-        return None
+            return slot, job
+        return slot, None
 
     async def _resolve(self, request: ExtractionRequest, tenant: Tenant) -> dict[str, Connection]:
         names = request.datasource_names
@@ -209,12 +215,19 @@ class RequestJob:
             connections[name] for name in sorted(connections) if not connections[name].internal
         ]
 
+        async def test(connection: Connection) -> None:
+            endpoint = self.endpoints.endpoint(connection)
+            await asyncio.wait_for(
+                self.reader.test(endpoint, self.test_timeout), self.test_timeout + 1
+            )
+
         async def probe(connection: Connection) -> FetcherError | None:
             try:
-                endpoint = self.endpoints.endpoint(connection)
-                await asyncio.wait_for(
-                    self.reader.test(endpoint, self.test_timeout), self.test_timeout + 1
-                )
+                if self.recent_checks is None:
+                    await test(connection)
+                else:
+                    key = (connection.tenant.id, connection.id, connection.version)
+                    await self.recent_checks.run(key, lambda: test(connection))
             except (ForbiddenHost, InvalidSslMode) as error:
                 return error
             except (DatasourceError, TimeoutError, FetcherError) as error:

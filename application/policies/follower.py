@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.job_index import JobIndex
+from application.ports.log_watch import LogWatch
 from application.ports.metrics import NO_METRICS, RelayMetrics
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,8 @@ class _Loop:
         backoff = self.poll_interval
         failing = False
         while not stop.is_set():
+            # Cleared before reading, so a wake that comes while reading is not lost.
+            self.wake.clear()
             try:
                 handled = await self.run_once()
                 backoff = self.poll_interval
@@ -61,7 +64,6 @@ class _Loop:
                 backoff = min(backoff * 2, self.max_backoff)
                 continue
             if handled == 0:
-                self.wake.clear()
                 await _sleep_or(stop, self.poll_interval, self.wake)
 
 
@@ -124,6 +126,22 @@ class PeriodicTask(_Loop):
     async def run_once(self) -> int:
         await self.action()
         return 0
+
+
+@dataclass(slots=True, kw_only=True)
+class WakeOnGrowth:
+    """Wakes the ``followers`` whenever ``watch`` tells that the log grew, until stopped."""
+
+    name: str
+    watch: LogWatch
+    followers: Sequence[_Loop]
+
+    def wake_all(self) -> None:
+        for follower in self.followers:
+            follower.wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.watch.run(stop, self.wake_all)
 
 
 async def _report_lag(

@@ -298,6 +298,12 @@ SETTINGS: tuple[Setting, ...] = (
         "how long validate-schema reuses a discovered schema",
         HTTP_ROLES,
     ),
+    Setting(
+        "CONNECTION_CHECK_CACHE_SECONDS",
+        "5",
+        "a connection's test that passed this recently stands for a new job's (0: every job)",
+        HTTP_ROLES,
+    ),
     Setting("MAX_PAGINATION_LIMIT", "100", "largest limit of the lists", HTTP_ROLES),
     Setting(
         "MAX_PAGINATION_MONTH_DATE_RANGE",

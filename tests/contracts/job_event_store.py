@@ -160,6 +160,39 @@ class JobEventStoreContract:
         assert len(await store.job_events(job)) == 1
         assert [e.notification_id for e in await store.read_log(0, 100)] == wins
 
+    async def test_concurrent_appends_each_return_their_own_last_notification_id(
+        self, store: JobEventStore
+    ) -> None:
+        jobs = [uuid4() for _ in range(12)]
+        returned = await asyncio.gather(*(store.append(_full_history(job)) for job in jobs))
+
+        log = await store.read_log(0, 100)
+        assert len(log) == 4 * len(jobs)
+        for job, last in zip(jobs, returned, strict=True):
+            own = [e.notification_id for e in log if e.event.originator_id == job]
+            assert last == max(own)
+            assert await store.job_events(job) == _full_history(job)
+
+    async def test_a_conflicting_append_among_concurrent_ones_fails_alone(
+        self, store: JobEventStore
+    ) -> None:
+        slot, holder, loser = slot_id("contested"), uuid4(), uuid4()
+        await store.append([_requested(holder), _slot_taken(slot, 1, holder)])
+        others = [uuid4() for _ in range(8)]
+        attempts = [store.append(_full_history(job)) for job in others[:4]]
+        attempts.append(store.append([_requested(loser), _slot_taken(slot, 1, loser)]))
+        attempts += [store.append(_full_history(job)) for job in others[4:]]
+
+        results = await asyncio.gather(*attempts, return_exceptions=True)
+
+        assert isinstance(results[4], ConcurrencyConflict), results
+        assert all(isinstance(r, int) for i, r in enumerate(results) if i != 4), results
+        assert await store.job_events(loser) == []
+        assert await store.slot_events(slot) == [_slot_taken(slot, 1, holder)]
+        for job in others:
+            assert await store.job_events(job) == _full_history(job)
+        assert len(await store.read_log(0, 100)) == 2 + 4 * len(others)
+
     async def test_read_log_returns_events_after_position_in_order(
         self, store: JobEventStore
     ) -> None:

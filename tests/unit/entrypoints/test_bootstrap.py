@@ -40,10 +40,12 @@ async def test_a_job_runs_through_every_role_and_each_wakes_the_next(app: App) -
         created = await client.post("/v1/fetcher", json=JOB)
     assert created.status_code == 202, created.text
     job_id = UUID(created.json()["jobId"])
-    assert app.dispatcher.wake.is_set()  # the API woke the dispatcher
+    assert app.dispatcher.wake.is_set()  # the API woke the followers
+    assert app.fetcher.relay.projection.wake.is_set()
 
     await app.dispatcher.run_once()
     assert [order.job_id for order in app.queue.published] == [job_id]
+    app.emitter.wake.clear()
     consumer = app.fetcher.worker.consumer
     running = asyncio.create_task(consumer.run())
     try:

@@ -111,6 +111,22 @@ async def test_unreachable_connection_is_refused_before_recording(app):
     assert await app.store.read_log(0, 10) == []
 
 
+async def test_a_connection_test_that_passed_lately_stands_for_the_next_jobs(app):
+    await app.connection()
+    mapped = {"pgsql": {"accounts": ["id"]}}
+    assert (await app.request_job(mapped, None, {**SOURCE, "n": "1"})).created
+    app.reader.database("db.local", "pgsql").fail_connect = True
+
+    # Within CONNECTION_CHECK_CACHE_SECONDS (5 s by default) the earlier success stands.
+    app.clock.advance(seconds=4)
+    assert (await app.request_job(mapped, None, {**SOURCE, "n": "2"})).created
+
+    app.clock.advance(seconds=2)
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job(mapped, None, {**SOURCE, "n": "3"})
+    assert caught.value.code == "FET-1040"
+
+
 async def test_end_to_end_on_twins_result_decrypts_and_matches_hmac(app):
     await app.connection()
     job = (await app.request_job({"pgsql": {"accounts": ["*"], "empty": ["id"]}}, None, SOURCE)).job

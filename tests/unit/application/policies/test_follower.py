@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from adapters.memory.job_index import InMemoryJobIndex
-from application.policies.follower import ProjectionFollower
+from application.policies.follower import LogFollower, ProjectionFollower
 
 SOURCE = {"source": "payments"}
 
@@ -66,3 +68,47 @@ async def test_a_failing_loop_logs_once_when_it_starts_failing_and_once_when_it_
         ("WARNING", "reaper: failing, will retry with backoff: db down"),
         ("INFO", "reaper: recovered"),
     ]
+
+
+class GatedStore:
+    """The app's store, whose first log read waits at a gate (a slow read)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.reading = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    async def read_log(self, after, limit):
+        logged = await self.store.read_log(after, limit)
+        if not self.gate.is_set():
+            self.reading.set()
+            await self.gate.wait()
+        return logged
+
+
+async def test_a_wake_during_a_read_is_not_lost(app):
+    store = GatedStore(app.store)
+    seen = []
+
+    async def handle(item):
+        seen.append(item.notification_id)
+
+    follower = LogFollower(name="test", store=store, handle=handle, poll_interval=60)
+    stop = asyncio.Event()
+    running = asyncio.create_task(follower.run(stop))
+    try:
+        await asyncio.wait_for(store.reading.wait(), 5)  # read the empty log, not returned yet
+        await _requested(app)  # the job and its request slot
+        follower.wake.set()
+        store.gate.set()
+        for _ in range(500):
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == [1, 2]
+    finally:
+        stop.set()
+        await running
