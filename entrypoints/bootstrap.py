@@ -242,7 +242,11 @@ async def bootstrap(
         if clock is None:
             clock = SystemClock()
         if store is None:
-            store = await stack.enter_async_context(open_event_store(settings))
+            # The API alone answers 503 within seconds when the event store is down; a
+            # worker or relay rides out short outages with the library's retries.
+            store = await stack.enter_async_context(
+                open_event_store(settings, fail_fast=roles == {Role.API})
+            )
         repository, index = await stack.enter_async_context(
             open_sql_adapters(settings, connections, job_index)
         )

@@ -228,6 +228,12 @@ SETTINGS: tuple[Setting, ...] = (
         RELAY_ROLES,
     ),
     Setting(
+        "FETCHER_DISPATCH_TIMEOUT_SECONDS",
+        "600",
+        "a job whose work order could not be published within this fails",
+        RELAY_ROLES,
+    ),
+    Setting(
         "SERVER_ADDRESS",
         "127.0.0.1:4006",
         "API listen address: host:port, :port (every interface) or a port (loopback); "
