@@ -322,6 +322,12 @@ SETTINGS: tuple[Setting, ...] = (
         "a connection's test that passed this recently stands for a new job's (0: every job)",
         HTTP_ROLES,
     ),
+    Setting(
+        "CONNECTION_LOOKUP_CACHE_SECONDS",
+        "2",
+        "how long a connection looked up by name is reused for new jobs (0: every job)",
+        HTTP_ROLES,
+    ),
     Setting("MAX_PAGINATION_LIMIT", "100", "largest limit of the lists", HTTP_ROLES),
     Setting(
         "FETCHER_DATASOURCE_POOL_SIZE",
