@@ -236,14 +236,16 @@ class RunJob:
             return None
         return jobs.apply(claimed, job), attempt
 
-    async def _discard_abandoned_upload(self, job: Job) -> bool:
+    async def _discard_abandoned_upload(self, job: Job, *, quiet: bool = False) -> bool:
         """An earlier claim's worker may have died mid-upload: its incomplete upload is
         aborted now that this claim holds the job (so it cannot belong to a live claim).
-        False when the storage could not be asked."""
+        False when the storage could not be asked (logged unless ``quiet``: an outage
+        already said so)."""
         try:
             aborted = await self.storage.abort_incomplete(result_key(job))
         except StorageError as error:
-            log.warning("job.upload.unswept", extra={"error": str(error)})
+            if not quiet:
+                log.warning("job.upload.unswept", extra={"error": str(error)})
             return False
         if aborted:
             log.info("job.upload.swept", extra={"uploads": aborted})
@@ -286,7 +288,7 @@ class RunJob:
             progress.rows = progress.bytes = 0
             await asyncio.sleep(delay)
             if outage is not None:
-                unswept = not await self._discard_abandoned_upload(job)
+                unswept = not await self._discard_abandoned_upload(job, quiet=unswept)
 
     async def _extract(
         self, job: Job, progress: ResultProgress, keeper: LeaseKeeper

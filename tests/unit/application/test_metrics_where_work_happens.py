@@ -4,6 +4,7 @@ own Prometheus registry, read here sample by sample."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -87,13 +88,18 @@ async def test_a_completed_job_counts_its_duration_rows_bytes_and_upload(app):
     assert sum(sample(app, "fetcher_jobs_failed_total", reason=r.value) for r in FailureReason) == 0
 
 
+def _storage_down_past_the_window(app) -> None:
+    app.storage.unavailable = True
+    app.run_job.limits = dataclasses.replace(app.run_job.limits, outage_window=0.2)
+
+
 @pytest.mark.parametrize(
     ("arrange", "reason"),
     [
         (lambda app: None, "validation"),
         (lambda app: setattr(app.reader.database("db.local", "pgsql"), "fail_query", True),
          "unavailable"),
-        (lambda app: setattr(app.storage, "unavailable", True), "storage"),
+        (lambda app: _storage_down_past_the_window(app), "storage"),
         (lambda app: setattr(app.run_job, "limits", RunLimits(max_result_bytes=40)),
          "limit_exceeded"),
         (lambda app: setattr(app.run_job, "limits", RunLimits(timeout=1e-6)),

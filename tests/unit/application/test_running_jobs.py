@@ -38,7 +38,8 @@ async def test_a_cancelled_delivery_leaves_its_extraction_running_to_the_end(app
         delivery.cancel()  # what the AMQP client does when the channel closes
         await asyncio.gather(delivery, return_exceptions=True)
     assert delivery.cancelled()
-    assert [r.getMessage() for r in caplog.records] == ["job.delivery.cancelled"]
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in warned] == ["job.delivery.cancelled"]
     assert len(runs) == 1
     reader.release.set()
     for _ in range(200):
