@@ -80,9 +80,15 @@ class LogFollower(_Loop):
             for item in logged:
                 await self.handle(item)
                 done = item.notification_id
-        finally:
+        except BaseException:
+            # The events before the failing one are done; a failure to record that only
+            # repeats them, and must not hide why the batch stopped.
             if done > position:
-                await self.store.advance(self.name, done)
+                with contextlib.suppress(Exception):
+                    await self.store.advance(self.name, done)
+            raise
+        if done > position:
+            await self.store.advance(self.name, done)
         await _report_lag(self, logged, self.batch)
         return len(logged)
 
