@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint services services-stop clean bench walkthrough-db
+.PHONY: run test check lint services services-stop clean bench walkthrough-db chaos
 
 $(STAMP): pyproject.toml
 	@echo "==> setting up $(VENV): about 70 packages, 2-3 minutes on a fresh machine"
@@ -26,6 +26,22 @@ walkthrough-db: $(STAMP)
 ## Set up, start the extra test servers, run the whole suite.
 test: $(STAMP) services
 	eval "$$(bash deploy/services.sh env)" && $(BIN)/pytest -q
+
+## The chaos test at full size (the suite runs a reduced one); override any CHAOS_* knob,
+## e.g. `make chaos CHAOS_JOBS=1000` (tests/e2e/test_chaos.py lists them).
+CHAOS_JOBS ?= 600
+CHAOS_SUBMIT_SECONDS ?= 240
+CHAOS_WORKER_KILLS ?= 5
+CHAOS_BROKER_CUTS ?= 3
+CHAOS_STORAGE_RESTARTS ?= 1
+CHAOS_DATABASE_CUTS ?= 1
+CHAOS_SETTLE_SECONDS ?= 600
+chaos: $(STAMP) services
+	eval "$$(bash deploy/services.sh env)" && CHAOS_JOBS=$(CHAOS_JOBS) \
+	  CHAOS_SUBMIT_SECONDS=$(CHAOS_SUBMIT_SECONDS) CHAOS_WORKER_KILLS=$(CHAOS_WORKER_KILLS) \
+	  CHAOS_BROKER_CUTS=$(CHAOS_BROKER_CUTS) CHAOS_STORAGE_RESTARTS=$(CHAOS_STORAGE_RESTARTS) \
+	  CHAOS_DATABASE_CUTS=$(CHAOS_DATABASE_CUTS) CHAOS_SETTLE_SECONDS=$(CHAOS_SETTLE_SECONDS) \
+	  $(BIN)/pytest -q -s -p no:randomly tests/e2e/test_chaos.py
 
 services:
 	bash deploy/system-packages.sh

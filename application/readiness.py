@@ -126,6 +126,11 @@ class Readiness:
         """The self-probe passed (at once for a process with nothing to check)."""
         return self._live
 
+    def use(self, dependencies: Sequence[Dependency]) -> None:
+        """Checks ``dependencies`` from now on (a process that waited for its dependencies
+        checks, once started, the adapters it opened); liveness and draining are kept."""
+        self.dependencies = tuple(dependencies)
+
     def start_draining(self) -> None:
         """From now on, readiness answers ``draining`` (the process is shutting down)."""
         self._draining = True

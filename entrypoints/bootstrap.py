@@ -25,6 +25,7 @@ from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
 from application.audit.checkpointer import RecordCheckpoints
+from application.cached_connections import CachingConnectionRepository
 from application.cached_discovery import SchemaCachingReader
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
@@ -242,7 +243,11 @@ async def bootstrap(
         if clock is None:
             clock = SystemClock()
         if store is None:
-            store = await stack.enter_async_context(open_event_store(settings))
+            # The API alone answers 503 within seconds when the event store is down; a
+            # worker or relay rides out short outages with the library's retries.
+            store = await stack.enter_async_context(
+                open_event_store(settings, fail_fast=roles == {Role.API})
+            )
         repository, index = await stack.enter_async_context(
             open_sql_adapters(settings, connections, job_index)
         )
@@ -393,10 +398,17 @@ async def bootstrap(
                 test_limiter = InMemoryTokenBucket(capacity=10, per_minute=10)
             if ids is None:
                 ids = Uuid7Generator()
+            # The API's name lookups may be remembered briefly; the worker (above) always
+            # reads the repository, the source of truth, when it runs a job.
+            api_directory = ConnectionDirectory(
+                CachingConnectionRepository(repository, options.lookup_cache_seconds, clock),
+                directory.internal,
+                visible_to=directory.visible_to,
+            )
             api = ApiServices(
                 request_job=RequestJob(
                     store,
-                    directory,
+                    api_directory,
                     endpoints,
                     reader,
                     clock,
@@ -409,7 +421,7 @@ async def bootstrap(
                 get_job=GetJob(store, progress=job_progress),
                 get_job_history=GetJobHistory(store),
                 connections=connection_services(
-                    directory=directory,
+                    directory=api_directory,
                     endpoints=endpoints,
                     reader=reader,
                     clock=clock,

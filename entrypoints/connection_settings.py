@@ -165,6 +165,10 @@ class ConnectionSettings:
     check_cache_seconds: float = 5.0
     """``CONNECTION_CHECK_CACHE_SECONDS``: a connectivity test that passed this recently (same
     tenant, connection and version) stands for a new job's own; 0 tests for every job."""
+    lookup_cache_seconds: float = 2.0
+    """``CONNECTION_LOOKUP_CACHE_SECONDS``: how long the API reuses a connection it looked up
+    by name for a new job (per tenant); writes through the API forget at once, other
+    processes' writes are seen within this window; 0 reads the repository for every job."""
     ssrf_guard: bool = False
     """``FETCHER_SSRF_GUARD``: refuse internal and private destinations (on by default in
     multi-tenant mode)."""
@@ -205,6 +209,7 @@ class ConnectionSettings:
         return cls(
             schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),
             check_cache_seconds=_seconds(env, "CONNECTION_CHECK_CACHE_SECONDS", 5.0),
+            lookup_cache_seconds=_seconds(env, "CONNECTION_LOOKUP_CACHE_SECONDS", 2.0),
             ssrf_guard=ssrf_guard,
             max_pagination_limit=_positive(env, "MAX_PAGINATION_LIMIT", 100),
             max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),

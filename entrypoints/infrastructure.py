@@ -39,10 +39,16 @@ KEY_FILE = "master.key"
 
 
 @contextlib.asynccontextmanager
-async def open_event_store(settings: Settings) -> AsyncIterator[JobEventStore]:
-    """The event store on PostgreSQL, or on its SQLite file; its tables are created now."""
+async def open_event_store(
+    settings: Settings, *, fail_fast: bool = False
+) -> AsyncIterator[JobEventStore]:
+    """The event store on PostgreSQL, or on its SQLite file; its tables are created now.
+    ``fail_fast``: for a process that answers requests (an outage is ``Unavailable`` within
+    seconds instead of after the library's retries)."""
     database = settings.database
-    store = EventsourcingJobEventStore.for_database(database.postgres or database.event_store_file)
+    store = EventsourcingJobEventStore.for_database(
+        database.postgres or database.event_store_file, fail_fast=fail_fast
+    )
     try:
         try:
             await store.open()
@@ -119,24 +125,36 @@ async def open_sql_adapters(
         await engine.dispose()
 
 
+def _s3_settings(settings: Settings) -> S3Settings:
+    config = settings.storage
+    if config.bucket is None:
+        raise SettingsError("OBJECT_STORAGE_BUCKET is required")
+    return S3Settings(
+        bucket=config.bucket,
+        endpoint_url=config.endpoint,
+        region=config.region,
+        key_prefix=config.key_prefix,
+        access_key_id=config.access_key_id,
+        secret_access_key=config.secret_key,
+        use_path_style=config.path_style,
+    )
+
+
+async def reach_result_storage(settings: Settings) -> None:
+    """Checks the result bucket over a client of its own (for a process still starting)."""
+    storage = await S3ResultStorage.open(_s3_settings(settings))
+    try:
+        await storage.check()
+    finally:
+        await storage.close()
+
+
 @contextlib.asynccontextmanager
 async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage]:
     config = settings.storage
     storage: ResultStorage
     if config.uses_s3:
-        if config.bucket is None:
-            raise SettingsError("OBJECT_STORAGE_BUCKET is required")
-        storage = await S3ResultStorage.open(
-            S3Settings(
-                bucket=config.bucket,
-                endpoint_url=config.endpoint,
-                region=config.region,
-                key_prefix=config.key_prefix,
-                access_key_id=config.access_key_id,
-                secret_access_key=config.secret_key,
-                use_path_style=config.path_style,
-            )
-        )
+        storage = await S3ResultStorage.open(_s3_settings(settings))
     else:
         storage = FilesystemResultStorage(
             settings.data_dir / "objects", key_prefix=config.key_prefix

@@ -52,6 +52,38 @@ class ContextFilter(logging.Filter):
         return True
 
 
+CONNECTION_LIBRARIES = (
+    "aiormq",
+    "aio_pika",
+    "psycopg",
+    "psycopg_pool",
+    "asyncpg",
+    "sqlalchemy.pool",
+    "botocore",
+    "aiobotocore",
+)
+"""Loggers (and their children) of clients whose own lines about a lost connection repeat at
+every reconnection attempt, often with a traceback at ERROR (aiormq's reader, aio-pika's
+robust connection, SQLAlchemy's pool resetting a dead connection)."""
+
+
+def _connection_library(name: str) -> bool:
+    return any(name == each or name.startswith(f"{each}.") for each in CONNECTION_LIBRARIES)
+
+
+class QuietConnectionLibraries(logging.Filter):
+    """Keeps the connection libraries' lines out of the log unless ``LOG_LEVEL`` is
+    ``debug``: the service logs each change of a dependency's state once itself (``message
+    broker connection lost`` / ``restored``, ``waiting for ...`` / ``... is reachable``, a
+    follower's ``failing`` / ``recovered``), and wraps what a library raises in its own
+    errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _connection_library(record.name):
+            return True
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
 def _utc_time(record: logging.LogRecord) -> str:
     seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
     return f"{seconds}.{int(record.msecs):03d}Z"
@@ -128,6 +160,7 @@ def configure_logging(settings: LogSettings, stream: IO[str] | None = None) -> l
         JsonLineFormatter() if settings.format == "json" else TextFormatter()
     )
     handler.setFormatter(formatter)
+    handler.addFilter(QuietConnectionLibraries())
     handler.addFilter(ContextFilter())
     root = logging.getLogger()
     for old in [h for h in root.handlers if _handler_mark(h)]:

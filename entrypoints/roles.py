@@ -313,7 +313,14 @@ def build_relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
             store=store,
-            handle=PublishWorkOrders(store, queue, clock, tracer=tracer, metrics=metrics),
+            handle=PublishWorkOrders(
+                store,
+                queue,
+                clock,
+                deadline=timedelta(seconds=settings.engine.dispatch_timeout_seconds),
+                tracer=tracer,
+                metrics=metrics,
+            ),
             poll_interval=poll_interval,
             metrics=metrics,
         ),

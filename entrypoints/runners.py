@@ -7,21 +7,23 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Iterator
 from typing import Any
 
 import uvicorn
 
+from adapters.metrics.prometheus import PrometheusMetrics
 from application.ports.messaging import WorkConsumer
-from application.readiness import Readiness
+from application.readiness import Dependency, Readiness
 from entrypoints.bootstrap import bootstrap
 from entrypoints.http.app import create_app
-from entrypoints.http.ops import create_health_app
+from entrypoints.http.ops import create_health_app, create_starting_app
 from entrypoints.http.request_deadlines import DeadlineH11Protocol
 from entrypoints.listening import listen
-from entrypoints.roles import Fetcher, Role
+from entrypoints.roles import ALL_ROLES, FOLLOWERS, Fetcher, Probes, Role
 from entrypoints.security import open_http_security
 from entrypoints.settings import Settings, SettingsError
+from entrypoints.startup import DependencyWaiter, needed_by
 
 log = logging.getLogger("fetcher")
 
@@ -192,12 +194,113 @@ def _listen_health(settings: Settings) -> contextlib.closing[socket.socket]:
     )
 
 
-def _health_server(settings: Settings, fetcher: Fetcher) -> uvicorn.Server:
-    server = _uvicorn(settings, create_health_app(fetcher.probes), settings.probes.health_port)
+def _health_server(settings: Settings, probes: Probes) -> uvicorn.Server:
+    server = _uvicorn(
+        settings, create_health_app(probes, probe_at_start=False), settings.probes.health_port
+    )
     log.info(
         "health, readiness and metrics on http://%s:%d", settings.http.host, server.config.port
     )
     return server
+
+
+def _metrics_for(roles: Collection[Role]) -> PrometheusMetrics:
+    return PrometheusMetrics(followers=FOLLOWERS if Role.RELAY in roles else ())
+
+
+STARTING = "starting"
+
+
+async def _still_starting() -> None:
+    raise RuntimeError("the role has not started yet")
+
+
+def _starting_probes(
+    settings: Settings, waiter: DependencyWaiter, metrics: PrometheusMetrics
+) -> Probes:
+    """The probes of a process still starting: readiness over its dependencies' dial checks
+    and a ``starting`` check that is down until the role has started (once they answer,
+    opening the adapters still takes a moment); not live until then either."""
+    readiness = Readiness(
+        [*waiter.dependencies, Dependency(STARTING, _still_starting)],
+        metrics=metrics,
+        version=settings.probes.version,
+        deployment_mode=settings.probes.deployment_mode,
+    )
+    return Probes(readiness, metrics, settings.tenancy.tenancy)
+
+
+async def _start(
+    stack: contextlib.AsyncExitStack,
+    settings: Settings,
+    roles: Collection[Role],
+    shutdown: Shutdown,
+    waiter: DependencyWaiter,
+    metrics: PrometheusMetrics,
+) -> Fetcher | None:
+    """Bootstraps ``roles`` once every dependency answers, waiting with backoff while one is
+    down; ``None`` when a shutdown came first. A start that fails because a dependency went
+    down meanwhile waits again; one that fails with everything reachable (a setting, a
+    broker entity declared otherwise) is raised."""
+    while await waiter.wait(shutdown.requested):
+        try:
+            return await stack.enter_async_context(
+                bootstrap(settings, roles=roles, metrics=metrics)
+            )
+        except SettingsError:
+            raise
+        except Exception:
+            if await waiter.reachable():
+                raise
+            log.debug("start interrupted by a dependency going down", exc_info=True)
+    return None
+
+
+@contextlib.asynccontextmanager
+async def _answering_while_starting(
+    settings: Settings, sock: socket.socket, probes: Probes
+) -> AsyncIterator[None]:
+    """Serves the probes (and 503 FET-0003 for anything else) on the API's socket until the
+    block ends; the socket stays open for the real app (connections wait in its backlog)."""
+    server = _uvicorn(settings, create_starting_app(probes))
+    serving = asyncio.create_task(server.serve(sockets=[sock.dup()]))
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        await asyncio.gather(serving, return_exceptions=True)
+
+
+async def _start_http(
+    stack: contextlib.AsyncExitStack,
+    settings: Settings,
+    roles: Collection[Role],
+    shutdown: Shutdown,
+    sock: socket.socket,
+) -> Fetcher | None:
+    waiter = DependencyWaiter(needed_by(settings, roles))
+    metrics = _metrics_for(roles)
+    if await waiter.reachable():
+        with contextlib.suppress(Exception):
+            # Everything answers: start at once (a failure is handled below, while answering).
+            return await stack.enter_async_context(
+                bootstrap(settings, roles=roles, metrics=metrics)
+            )
+    async with _answering_while_starting(
+        settings, sock, _starting_probes(settings, waiter, metrics)
+    ):
+        return await _start(stack, settings, roles, shutdown, waiter, metrics)
+
+
+async def _all(*jobs: Coroutine[Any, Any, Any]) -> None:
+    """Runs ``jobs`` together; the first that fails cancels the others, and its error is
+    raised."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(job)
+    except BaseExceptionGroup as errors:
+        raise errors.exceptions[0] from None
 
 
 async def serve(settings: Settings) -> None:
@@ -209,7 +312,11 @@ async def serve(settings: Settings) -> None:
 
 
 async def _serve_all(settings: Settings, shutdown: Shutdown, sock: socket.socket) -> None:
-    async with open_http_security(settings) as security, bootstrap(settings) as fetcher:
+    async with contextlib.AsyncExitStack() as stack:
+        security = await stack.enter_async_context(open_http_security(settings))
+        fetcher = await _start_http(stack, settings, ALL_ROLES, shutdown, sock)
+        if fetcher is None:
+            return
         relay, consumer = fetcher.relay, fetcher.worker.consumer
         if relay.requeue_on_start is not None:
             requeued = await relay.requeue_on_start()
@@ -234,7 +341,9 @@ async def api(settings: Settings) -> None:
     async with contextlib.AsyncExitStack() as stack:
         sock = stack.enter_context(_listen_http(settings))
         security = await stack.enter_async_context(open_http_security(settings))
-        fetcher = await stack.enter_async_context(bootstrap(settings, roles={Role.API}))
+        fetcher = await _start_http(stack, settings, {Role.API}, shutdown, sock)
+        if fetcher is None:
+            return
         server = _uvicorn(settings, create_app(fetcher.api, security))
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _supervise(
@@ -242,37 +351,52 @@ async def api(settings: Settings) -> None:
         )
 
 
-async def worker(settings: Settings) -> None:
+async def _background_role(
+    settings: Settings,
+    roles: Collection[Role],
+    run: Callable[[Fetcher, Shutdown], Coroutine[Any, Any, None]],
+) -> None:
+    """A role without the API (worker, relay): its health port answers at once, readiness
+    reporting what is down while the role waits for its dependencies; once they answer, the
+    role starts, readiness checks what it opened and liveness follows the self-probe."""
     shutdown = Shutdown(settings.probes.drain_seconds)
     shutdown.install()
+    waiter = DependencyWaiter(needed_by(settings, roles))
+    metrics = _metrics_for(roles)
+    probes = _starting_probes(settings, waiter, metrics)
+    with _listen_health(settings) as sock:
+        health = _health_server(settings, probes)
+
+        async def work() -> None:
+            async with contextlib.AsyncExitStack() as stack:
+                fetcher = await _start(stack, settings, roles, shutdown, waiter, metrics)
+                if fetcher is None:
+                    return
+                probes.readiness.use(fetcher.probes.readiness.dependencies)
+                await _all(probes.readiness.probe_until_live(shutdown.stop), run(fetcher, shutdown))
+
+        await _supervise(
+            shutdown, probes.readiness, _serve_http(health, shutdown.stop, sock), work()
+        )
+
+
+async def worker(settings: Settings) -> None:
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher worker`")
-    async with contextlib.AsyncExitStack() as stack:
-        sock = stack.enter_context(_listen_health(settings))
-        fetcher = await stack.enter_async_context(bootstrap(settings, roles={Role.WORKER}))
-        health = _health_server(settings, fetcher)
+
+    async def run(fetcher: Fetcher, shutdown: Shutdown) -> None:
         log.info("fetcher worker consuming %s", settings.broker.work_queue)
-        await _supervise(
-            shutdown,
-            fetcher.probes.readiness,
-            _serve_http(health, shutdown.stop, sock),
-            _consume(fetcher.worker.consumer, shutdown.requested),
-        )
+        await _consume(fetcher.worker.consumer, shutdown.requested)
+
+    await _background_role(settings, {Role.WORKER}, run)
 
 
 async def relay(settings: Settings) -> None:
-    shutdown = Shutdown(settings.probes.drain_seconds)
-    shutdown.install()
     if not settings.broker.url:
         raise SettingsError("RABBITMQ_URL is required for `fetcher relay`")
-    async with contextlib.AsyncExitStack() as stack:
-        sock = stack.enter_context(_listen_health(settings))
-        fetcher = await stack.enter_async_context(bootstrap(settings, roles={Role.RELAY}))
-        health = _health_server(settings, fetcher)
+
+    async def run(fetcher: Fetcher, shutdown: Shutdown) -> None:
         log.info("fetcher relay following the event log")
-        await _supervise(
-            shutdown,
-            fetcher.probes.readiness,
-            _serve_http(health, shutdown.stop, sock),
-            *(loop.run(shutdown.stop) for loop in fetcher.relay.loops),
-        )
+        await _all(*(loop.run(shutdown.stop) for loop in fetcher.relay.loops))
+
+    await _background_role(settings, {Role.RELAY}, run)

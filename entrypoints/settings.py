@@ -248,6 +248,9 @@ class EngineSettings:
     """How long a claim holds without its worker's heartbeat (renewed every quarter of it)."""
     outage_seconds: int = 120
     """How long a claim rides out the result storage or the database being down."""
+    dispatch_timeout_seconds: int = 600
+    """A work order the relay could not publish for this long after the request fails the
+    job (``job.failed`` is emitted once the broker takes it)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EngineSettings:
@@ -269,6 +272,7 @@ class EngineSettings:
             pending_timeout_seconds=_int(env, "FETCHER_PENDING_TIMEOUT_SECONDS", 3600),
             lease_seconds=_lease_seconds(env),
             outage_seconds=_int(env, "FETCHER_DEPENDENCY_OUTAGE_SECONDS", 120),
+            dispatch_timeout_seconds=_int(env, "FETCHER_DISPATCH_TIMEOUT_SECONDS", 600),
         )
 
 

@@ -11,7 +11,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.common.postgres import PostgresAddress
-from adapters.sql.tables import create_engine_for
+from adapters.sql.tables import create_engine_for, create_tables
 from application.ports.audit import CheckpointStore
 from domain.audit_chain import Checkpoint
 from domain.errors import Unavailable
@@ -74,8 +74,8 @@ class SqlCheckpointStore(CheckpointStore):
 
     async def create_schema(self) -> None:
         try:
-            async with self._engine.begin() as conn:
-                await conn.run_sync(_metadata.create_all, checkfirst=True)
+            # Processes starting together race to create the table; the loser retries.
+            await create_tables(self._engine, _metadata)
         except _UNAVAILABLE as e:
             raise Unavailable("the audit checkpoints cannot be stored") from e
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+import psycopg
+
+from domain.errors import Unavailable
+
 
 @dataclass(frozen=True, slots=True)
 class PostgresAddress:
@@ -39,3 +43,20 @@ class PostgresAddress:
             password=unquote(parts.password or ""),
             options=tuple(parse_qsl(parts.query)),
         )
+
+
+async def reach(address: PostgresAddress, *, timeout: float = 5.0) -> None:
+    """Opens one connection to the database and closes it: raises ``Unavailable`` (its cause
+    the driver's error) when the server cannot be reached or refuses the login."""
+    try:
+        connection = await psycopg.AsyncConnection.connect(
+            host=address.host,
+            port=address.port,
+            dbname=address.database,
+            user=address.user,
+            password=address.password,
+            connect_timeout=max(1, round(timeout)),
+        )
+    except psycopg.Error as error:
+        raise Unavailable("the database cannot be reached") from error
+    await connection.close()

@@ -139,8 +139,11 @@ class EventsourcingJobEventStore(JobEventStore):
     to fail fast and create the tables; finish with ``await close()``.
     """
 
-    def __init__(self, env: Mapping[str, str], *, max_workers: int = 8) -> None:
+    def __init__(
+        self, env: Mapping[str, str], *, max_workers: int = 8, fail_fast: bool = False
+    ) -> None:
         self._env = dict(env)
+        self._fail_fast = fail_fast
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="fetcher-eventstore")
         self._init_lock = threading.Lock()
         self._factory: InfrastructureFactory[Any] | None = None
@@ -163,14 +166,23 @@ class EventsourcingJobEventStore(JobEventStore):
         schema: str | None = None,
         max_workers: int = 8,
         connect_timeout: int = 5,
+        fail_fast: bool = False,
     ) -> EventsourcingJobEventStore:
-        """A PostgreSQL database (tables in ``schema``, default public) or a SQLite file."""
+        """A PostgreSQL database (tables in ``schema``, default public) or a SQLite file.
+
+        The library tries each statement up to ten times, each waiting for a connection up
+        to ``connect_timeout``: a caller waits up to a minute while the database is down.
+        With ``fail_fast`` (a process that answers requests) each statement is tried once on
+        a connection checked before use, so an outage is ``Unavailable`` within
+        ``connect_timeout``."""
         if isinstance(database, Path):
-            return cls(sqlite_env(database), max_workers=max_workers)
+            return cls(sqlite_env(database), max_workers=max_workers, fail_fast=fail_fast)
         env = postgres_env(
             database, schema=schema, connect_timeout=connect_timeout, pool_size=max_workers
         )
-        return cls(env, max_workers=max_workers)
+        if fail_fast:
+            env["POSTGRES_PRE_PING"] = "y"
+        return cls(env, max_workers=max_workers, fail_fast=fail_fast)
 
     @classmethod
     def in_memory(cls) -> EventsourcingJobEventStore:
@@ -209,6 +221,15 @@ class EventsourcingJobEventStore(JobEventStore):
                 factory.close()
                 raise
         raise AssertionError("unreachable")
+
+    def _attempts(self, method: Callable[..., T]) -> Callable[..., T]:
+        """A recorder method as this store calls it: once when failing fast, else with the
+        library's retries."""
+        owner = type(getattr(method, "__self__", None))
+        library = getattr(owner, getattr(method, "__name__", ""), None)
+        if self._fail_fast and hasattr(library, "__wrapped__"):
+            return _single_attempt(method)
+        return method
 
     async def _run(self, func: Callable[..., T], *args: Any) -> T:
         if self._closed:
@@ -303,7 +324,7 @@ class EventsourcingJobEventStore(JobEventStore):
             [mapper.to_stored_event(e) for e in events],
             functools.partial(_stored_version, recorder),
         )
-        ids = recorder.insert_events(stored)
+        ids = self._attempts(recorder.insert_events)(stored)
         if not ids or len(ids) != len(events):
             raise RuntimeError("the recorder did not return a notification id for every event")
         self._chain.remember_heads(heads)
@@ -318,7 +339,7 @@ class EventsourcingJobEventStore(JobEventStore):
     def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
         recorder, mapper = self._ensure_open()
         out: list[T] = []
-        records = recorder.select_events(originator_id)
+        records = self._attempts(recorder.select_events)(originator_id)
         self._chain.remember_read(records)
         for stored in records:
             event = self._decode(mapper, stored)
@@ -334,7 +355,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _read_log(self, after: int, limit: int) -> list[LoggedEvent]:
         recorder, mapper = self._ensure_open()
-        notifications = recorder.select_notifications(
+        notifications = self._attempts(recorder.select_notifications)(
             start=after, limit=limit, inclusive_of_start=False
         )
         return [LoggedEvent(n.id, self._decode(mapper, n)) for n in notifications]
@@ -354,7 +375,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _last_notification_id(self) -> int:
         recorder, _ = self._ensure_open()
-        return recorder.max_notification_id() or 0
+        return self._attempts(recorder.max_notification_id)() or 0
 
     async def position(self, follower: str) -> int:
         _check_follower(follower)
@@ -362,7 +383,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _position(self, follower: str) -> int:
         recorder, _ = self._ensure_open()
-        return recorder.max_tracking_id(follower) or 0
+        return self._attempts(recorder.max_tracking_id)(follower) or 0
 
     async def advance(self, follower: str, notification_id: int) -> None:
         _check_follower(follower)
@@ -374,7 +395,7 @@ class EventsourcingJobEventStore(JobEventStore):
         recorder's check), so a position never moves backwards."""
         recorder, _ = self._ensure_open()
         try:
-            recorder.insert_tracking(Tracking(follower, notification_id))
+            self._attempts(recorder.insert_tracking)(Tracking(follower, notification_id))
         except IntegrityError:
             # This position (or a later one) was recorded first, e.g. by a concurrent advance.
             return

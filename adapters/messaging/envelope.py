@@ -21,6 +21,7 @@ from application.log_context import log_fields
 from application.ports.messaging import Settlement, WorkHandler, WorkOrder
 from application.ports.signer import MessageSigner
 from application.ports.tracer import TRACE_HEADERS, trace_headers
+from domain.error_catalogue import ErrorKind
 from domain.errors import FetcherError
 from domain.tenant import SINGLE_TENANT, Tenant, is_valid_tenant_id
 
@@ -243,7 +244,10 @@ class DeliveryProcessor:
             raise
         except Exception as e:
             delay = self._backoff(order.job_id)
-            logger.error(
+            # A dependency that is down (the database, storage) is an outage, not a fault.
+            unavailable = isinstance(e, FetcherError) and e.kind is ErrorKind.UNAVAILABLE
+            logger.log(
+                logging.WARNING if unavailable else logging.ERROR,
                 "work handler failed for job %s (%s); requeued after %.1fs",
                 order.job_id,
                 _safe_error(e),

@@ -138,6 +138,50 @@ class RabbitTopology:
                 await connection.close()
 
 
+class BrokerLink:
+    """The process's links to the broker, logged once per change for all its connections: a
+    warning when the first one is lost, a line when the last one is back. The client's own
+    reconnection lines and tracebacks are left at DEBUG (``entrypoints.logs``)."""
+
+    def __init__(self) -> None:
+        self._down: set[int] = set()
+        self._closing: set[int] = set()
+
+    def watch(self, connection: AbstractRobustConnection) -> None:
+        key = id(connection)
+
+        def closed(_: object, error: BaseException | None = None) -> None:
+            if key in self._closing or error is None or isinstance(error, asyncio.CancelledError):
+                return
+            if not self._down:
+                logger.warning("message broker connection lost (%s), reconnecting", _short(error))
+            self._down.add(key)
+
+        def reconnected(_: object) -> None:
+            if key in self._down:
+                self._down.discard(key)
+                if not self._down:
+                    logger.info("message broker connection restored")
+
+        connection.close_callbacks.add(closed)
+        connection.reconnect_callbacks.add(reconnected)
+
+    def closing(self, connection: AbstractRobustConnection) -> None:
+        """The process closes ``connection`` itself: not a lost link."""
+        key = id(connection)
+        self._closing.add(key)
+        if key in self._down:
+            self._down.discard(key)
+
+
+BROKER_LINK = BrokerLink()
+
+
+def _short(error: BaseException) -> str:
+    text = " ".join(str(error).split())[:200]
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 async def open_channel(
     url: str, *, operation_timeout: float, error: type[PortError] = PortError
 ) -> tuple[AbstractRobustConnection, AbstractRobustChannel]:
@@ -145,9 +189,11 @@ async def open_channel(
         connection = await aio_pika.connect_robust(url, timeout=operation_timeout)
     except CONNECTION_EXCEPTIONS as e:
         raise error("cannot connect to the message broker") from e
+    BROKER_LINK.watch(connection)
     try:
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     except CONNECTION_EXCEPTIONS as e:
+        BROKER_LINK.closing(connection)
         await connection.close()
         raise error("cannot open a channel on the message broker") from e
     return connection, channel
@@ -215,6 +261,7 @@ class _ConfirmedPublisher:
             raise PublishFailed("message broker check failed") from e
 
     async def close(self) -> None:
+        BROKER_LINK.closing(self._connection)
         with contextlib.suppress(*CONNECTION_EXCEPTIONS):
             await self._connection.close()
 

@@ -12,7 +12,7 @@ from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustC
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
 from adapters.messaging.envelope import DeliveryProcessor, drain
-from adapters.messaging.rabbitmq import open_channel, unix_now
+from adapters.messaging.rabbitmq import BROKER_LINK, open_channel, unix_now
 from application.errors import PortError
 from application.ports.messaging import Settlement, WorkConsumer, WorkHandler
 from application.ports.signer import MessageSigner
@@ -73,9 +73,11 @@ class RabbitWorkConsumer(WorkConsumer):
             await channel.set_qos(prefetch_count=prefetch)
             queue = await channel.declare_queue(queue_name, passive=True)
         except ChannelNotFoundEntity as e:
+            BROKER_LINK.closing(connection)
             await connection.close()
             raise PortError(f"work queue '{queue_name}' does not exist") from e
         except CONNECTION_EXCEPTIONS as e:
+            BROKER_LINK.closing(connection)
             await connection.close()
             raise PortError("cannot consume the work queue") from e
         deliveries = DeliveryProcessor(
@@ -146,6 +148,7 @@ class RabbitWorkConsumer(WorkConsumer):
         await self._close()
 
     async def _close(self) -> None:
+        BROKER_LINK.closing(self._connection)
         with contextlib.suppress(TimeoutError, *CONNECTION_EXCEPTIONS):
             async with asyncio.timeout(BROKER_GONE_SECONDS):
                 await self._connection.close()

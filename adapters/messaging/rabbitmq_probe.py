@@ -6,9 +6,10 @@ import contextlib
 
 import aio_pika
 from aio_pika.abc import AbstractRobustConnection
+from aio_pika.connection import make_url
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
-from adapters.messaging.rabbitmq import RabbitTopology
+from adapters.messaging.rabbitmq import BROKER_LINK, RabbitTopology
 from application.errors import PortError
 
 
@@ -30,6 +31,7 @@ class RabbitBrokerProbe:
             connection = await aio_pika.connect_robust(url, timeout=operation_timeout)
         except CONNECTION_EXCEPTIONS as e:
             raise PortError("cannot connect to the message broker") from e
+        BROKER_LINK.watch(connection)
         return cls(connection, topology)
 
     async def check(self) -> None:
@@ -46,5 +48,21 @@ class RabbitBrokerProbe:
             raise PortError("message broker check failed") from e
 
     async def close(self) -> None:
+        BROKER_LINK.closing(self._connection)
         with contextlib.suppress(*CONNECTION_EXCEPTIONS):
             await self._connection.close()
+
+
+async def reach_broker(url: str, *, timeout: float = 5.0) -> None:
+    """Opens one connection to the broker and closes it: raises ``PortError`` when it cannot
+    be reached or refuses the login."""
+    connection = aio_pika.Connection(make_url(url))
+    try:
+        await connection.connect(timeout=timeout)
+    except CONNECTION_EXCEPTIONS as e:
+        raise PortError("cannot connect to the message broker") from e
+    finally:
+        # Closed here even when it never connected (left to the collector, it schedules a
+        # close that is never awaited).
+        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
+            await connection.close()

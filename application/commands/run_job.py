@@ -242,16 +242,18 @@ class RunJob:
             return None
         return jobs.apply(claimed, job), attempt
 
-    async def _discard_abandoned_upload(self, job: Job) -> None:
+    async def _discard_abandoned_upload(self, job: Job) -> bool:
         """An earlier claim's worker may have died mid-upload: its incomplete upload is
-        aborted now that this claim holds the job (so it cannot belong to a live claim)."""
+        aborted now that this claim holds the job (so it cannot belong to a live claim).
+        False when the storage could not be asked."""
         try:
             aborted = await self.storage.abort_incomplete(result_key(job))
         except StorageError as error:
             log.warning("job.upload.unswept", extra={"error": str(error)})
-            return
+            return False
         if aborted:
             log.info("job.upload.swept", extra={"uploads": aborted})
+        return True
 
     async def _extract_with_retries(
         self, job: Job, progress: ResultProgress, keeper: LeaseKeeper
@@ -261,6 +263,7 @@ class RunJob:
         failure, however many tries that takes)."""
         tries = 0
         outage: Outage | None = None
+        unswept = False
         while True:
             tries += 1
             try:
@@ -281,11 +284,15 @@ class RunJob:
             else:
                 if outage is not None:
                     outage.ended()
+                if unswept:
+                    # A try's upload the outage cut is still open: this claim's own upload
+                    # is complete now, so whatever is still open under the key is not ours.
+                    await self._discard_abandoned_upload(job)
                 return written
             progress.rows = progress.bytes = 0
             await asyncio.sleep(delay)
             if outage is not None:
-                await self._discard_abandoned_upload(job)
+                unswept = not await self._discard_abandoned_upload(job)
 
     async def _extract(
         self, job: Job, progress: ResultProgress, keeper: LeaseKeeper

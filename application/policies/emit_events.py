@@ -65,10 +65,16 @@ class EmitJobEvents:
                 trace_context=self.tracer.carrier(),
                 tenant=job.tenant,
             )
+            retried = self._attempts.failed_before(logged.notification_id)
             try:
                 with self._attempts.attempt(logged.notification_id):
                     await self.publisher.publish(notification)
             except PublishFailed as error:
-                log.warning("job.event.retrying", extra={"status": job.status, "error": str(error)})
+                # One line when an event's publishing starts failing; its retries at DEBUG.
+                log.log(
+                    logging.DEBUG if retried else logging.WARNING,
+                    "job.event.retrying",
+                    extra={"status": job.status, "error": str(error)},
+                )
                 raise
             log.info("job.event.published", extra={"status": job.status})

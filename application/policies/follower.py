@@ -37,15 +37,27 @@ class _Loop:
         return None
 
     async def run(self, stop: asyncio.Event) -> None:
+        """A failure is logged once when it starts (later retries at DEBUG), and the recovery
+        once when a round succeeds again."""
         backoff = self.poll_interval
+        failing = False
         while not stop.is_set():
             # Cleared before reading, so a wake that comes while reading is not lost.
             self.wake.clear()
             try:
                 handled = await self.run_once()
                 backoff = self.poll_interval
+                if failing:
+                    failing = False
+                    log.info("%s: recovered", self.name)
             except Exception as error:
-                log.warning("%s: will retry in %.1fs after: %s", self.name, backoff, error)
+                log.log(
+                    logging.DEBUG if failing else logging.WARNING,
+                    "%s: failing, will retry with backoff: %s",
+                    self.name,
+                    error,
+                )
+                failing = True
                 with contextlib.suppress(Exception):
                     await self.measure_lag()
                 await _sleep_or(stop, backoff)

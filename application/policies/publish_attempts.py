@@ -39,6 +39,10 @@ class PublishAttempts:
             raise
         self._failed.discard(key)
 
+    def failed_before(self, key: Hashable) -> bool:
+        """An earlier attempt at the message ``key`` failed (its retries log quietly)."""
+        return key in self._failed
+
     def forget(self, key: Hashable) -> None:
         """The message ``key`` will not be published again."""
         self._failed.discard(key)

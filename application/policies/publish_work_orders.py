@@ -56,6 +56,7 @@ class PublishWorkOrders:
             await self._dispatch(job)
 
     async def _dispatch(self, job: Job) -> None:
+        retried = self._attempts.failed_before(job.id)
         try:
             with (
                 self.tracer.span(
@@ -70,7 +71,12 @@ class PublishWorkOrders:
         except PublishFailed as error:
             now = self.clock.now()
             if now - job.created_at < self.deadline:
-                log.warning("job.dispatch.retrying", extra={"error": str(error)})
+                # One line when a job's publishing starts failing; its retries at DEBUG.
+                log.log(
+                    logging.DEBUG if retried else logging.WARNING,
+                    "job.dispatch.retrying",
+                    extra={"error": str(error)},
+                )
                 raise
             self._attempts.forget(job.id)
             log.warning("job.dispatch.failed", extra={"error": str(error)})

@@ -228,6 +228,12 @@ SETTINGS: tuple[Setting, ...] = (
         RELAY_ROLES,
     ),
     Setting(
+        "FETCHER_DISPATCH_TIMEOUT_SECONDS",
+        "600",
+        "a job whose work order could not be published within this fails",
+        RELAY_ROLES,
+    ),
+    Setting(
         "SERVER_ADDRESS",
         "127.0.0.1:4006",
         "API listen address: host:port, :port (every interface) or a port (loopback); "
@@ -314,6 +320,12 @@ SETTINGS: tuple[Setting, ...] = (
         "CONNECTION_CHECK_CACHE_SECONDS",
         "5",
         "a connection's test that passed this recently stands for a new job's (0: every job)",
+        HTTP_ROLES,
+    ),
+    Setting(
+        "CONNECTION_LOOKUP_CACHE_SECONDS",
+        "2",
+        "how long a connection looked up by name is reused for new jobs (0: every job)",
         HTTP_ROLES,
     ),
     Setting("MAX_PAGINATION_LIMIT", "100", "largest limit of the lists", HTTP_ROLES),

@@ -13,13 +13,15 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
-from litestar import Litestar, Request, Response, get
+from litestar import HttpMethod, Litestar, Request, Response, get, route
 from litestar.di import NamedDependency, Provide
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath
 
 from application.readiness import ReadinessReport
 from application.timefmt import rfc3339nano
+from domain.errors import Unavailable
+from entrypoints.http.errors import EXCEPTION_HANDLERS
 from entrypoints.http.schemas import (
     CheckView,
     Health,
@@ -141,8 +143,10 @@ def self_probe(probes: Probes) -> Callable[[Litestar], AbstractAsyncContextManag
     return lifespan
 
 
-def create_health_app(probes: Probes) -> Litestar:
-    """The health port of a process without the API: ``/health``, ``/readyz``, ``/metrics``."""
+def create_health_app(probes: Probes, *, probe_at_start: bool = True) -> Litestar:
+    """The health port of a process without the API: ``/health``, ``/readyz``, ``/metrics``.
+    Without ``probe_at_start`` the app runs no self-probe (the process runs it once it has
+    started)."""
 
     async def provide_probes() -> Probes:
         return probes
@@ -151,7 +155,39 @@ def create_health_app(probes: Probes) -> Litestar:
         route_handlers=list(PROBE_ROUTES),
         dependencies={"probes": Provide(provide_probes)},
         signature_namespace={"Probes": Probes},
-        lifespan=[self_probe(probes)],
+        lifespan=[self_probe(probes)] if probe_at_start else [],
+        openapi_config=None,
+        logging_config=None,
+    )
+
+
+STARTING_MESSAGE = (
+    "The service is starting and waits for its database or message broker. Please try again later."
+)
+
+
+@route(
+    ["/", "/{path:path}"],
+    http_method=list(HttpMethod),
+    include_in_schema=False,
+)
+async def starting() -> None:
+    raise Unavailable(STARTING_MESSAGE)
+
+
+def create_starting_app(probes: Probes) -> Litestar:
+    """What the API's port answers while the process waits for its dependencies: the probes
+    (``/readyz`` reports what is down), and 503 FET-0003 in the error shape for anything
+    else."""
+
+    async def provide_probes() -> Probes:
+        return probes
+
+    return Litestar(
+        route_handlers=[*PROBE_ROUTES, starting],
+        dependencies={"probes": Provide(provide_probes)},
+        signature_namespace={"Probes": Probes},
+        exception_handlers=EXCEPTION_HANDLERS,
         openapi_config=None,
         logging_config=None,
     )

@@ -220,7 +220,22 @@ async def test_job_on_missing_table_fails_with_reference_message_and_stores_noth
     assert job["metadata"]["error"] == body["metadata"]["error"]["message"]
 
 
-async def test_twenty_concurrent_identical_requests_create_one_job(
+async def _requested_jobs(production: Processes) -> int:
+    """How many jobs the event store holds (their ``JobRequested`` events)."""
+    conn = await asyncpg.connect(production.env["FETCHER_DATABASE_URL"])
+    try:
+        count = await conn.fetchval(
+            "SELECT count(*) FROM stored_events WHERE topic = 'domain.job:JobRequested'"
+        )
+    finally:
+        await conn.close()
+    return int(count)
+
+
+CONCURRENT_DUPLICATES = 50
+
+
+async def test_fifty_concurrent_identical_requests_create_one_job(
     production: Processes, source_database: str
 ):
     api = production.api_url
@@ -229,9 +244,14 @@ async def test_twenty_concurrent_identical_requests_create_one_job(
         "dataRequest": {"mappedFields": {"e2e_pg_dedup": {"accounts": ["id"]}}},
         "metadata": {"source": PRODUCT, "tag": "dedup"},
     }
-    async with httpx.AsyncClient(base_url=api, timeout=30, headers=production.headers) as client:
+    before = await _requested_jobs(production)
+    limits = httpx.Limits(max_connections=CONCURRENT_DUPLICATES)
+    async with httpx.AsyncClient(
+        base_url=api, timeout=60, headers=production.headers, limits=limits
+    ) as client:
         responses = await asyncio.gather(
-            *(client.post("/v1/fetcher", json=payload) for _ in range(20))
+            *(client.post("/v1/fetcher", json=payload) for _ in range(CONCURRENT_DUPLICATES))
         )
-    assert sorted(r.status_code for r in responses) == [200] * 19 + [202]
+    assert sorted(r.status_code for r in responses) == [200] * (CONCURRENT_DUPLICATES - 1) + [202]
     assert len({r.json()["jobId"] for r in responses}) == 1
+    assert await _requested_jobs(production) == before + 1

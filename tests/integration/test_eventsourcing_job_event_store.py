@@ -104,3 +104,42 @@ class TestPostgresJobEventStore(JobEventStoreContract):
             assert await second.position("projection") == 2
         finally:
             await second.close()
+
+
+async def test_a_fail_fast_store_answers_unavailable_within_its_connect_timeout(
+    pg_event_database: str,
+) -> None:
+    """What the API uses: with its database gone, a call is ``Unavailable`` within the connect
+    timeout (the library's ten tries would take about a minute), and works again once the
+    database is back, on fresh connections."""
+    import time
+    from urllib.parse import urlsplit
+
+    from tests.support.tcp_proxy import ThreadedTcpProxy
+
+    address = PostgresAddress.from_url(pg_event_database)
+    with ThreadedTcpProxy(address.host, address.port) as proxy:
+        proxied = PostgresAddress(
+            database=address.database,
+            host="127.0.0.1",
+            port=proxy.port,
+            user=urlsplit(pg_event_database).username or "postgres",
+            password=address.password,
+        )
+        store = EventsourcingJobEventStore.for_database(
+            proxied, schema=f"t_{uuid.uuid4().hex[:12]}", connect_timeout=2, fail_fast=True
+        )
+        try:
+            await store.open()
+            job = uuid4()
+            await store.append(_full_history(job))
+            proxy.cut()
+            for call in (store.job_events(job), store.position("projection")):
+                started = time.monotonic()
+                with pytest.raises(Unavailable):
+                    await call
+                assert time.monotonic() - started < 6
+            proxy.restore()
+            assert await store.job_events(job) == _full_history(job)
+        finally:
+            await store.close()

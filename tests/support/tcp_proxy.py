@@ -1,12 +1,28 @@
 """A TCP proxy a test can cut and restore, to take a service away from a process under test
-(its connections drop and new ones are refused) and give it back on the same port."""
+(its connections drop and new ones are refused) and give it back on the same port, without
+touching the shared server behind it.
+
+``TcpProxy`` runs on the test's event loop (``async with proxied(host, port) as proxy``, or
+``proxy_thread`` for a loop of its own); ``ThreadedTcpProxy`` runs one on a loop of its own in
+a thread with a blocking API, for tests that block (processes, ``time.sleep``)::
+
+    with ThreadedTcpProxy("127.0.0.1", 5672) as proxy:
+        url = f"amqp://guest:guest@127.0.0.1:{proxy.port}/"
+        ...
+        proxy.cut()       # "connection refused" for new connections, open ones reset
+        proxy.restore()   # listening again on the same port
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from types import TracebackType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class TcpProxy:
@@ -118,3 +134,56 @@ def proxy_thread(
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+class ThreadedTcpProxy:
+    """A ``TcpProxy`` on an event loop of its own, in a daemon thread, with a blocking API."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self._proxy = TcpProxy(target_host, target_port)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self._proxy.port
+
+    @property
+    def accepted(self) -> int:
+        """Connections taken since the start (a test sees that a process dialled)."""
+        return self._proxy.accepted
+
+    def __enter__(self) -> ThreadedTcpProxy:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def start(self) -> ThreadedTcpProxy:
+        self._thread.start()
+        self._call(self._proxy.start())
+        return self
+
+    def cut(self) -> None:
+        """Stops listening and resets every open connection."""
+        self._call(self._proxy.cut())
+
+    def restore(self) -> None:
+        """Listens again on the same port."""
+        self._call(self._proxy.restore())
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                self._call(self._proxy.close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+        self._loop.close()
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)

@@ -112,3 +112,17 @@ async def test_the_worker_reuses_discovered_schemas_unless_told_not_to(tmp_path:
     off = Settings.from_env({**env, "FETCHER_WORKER_SCHEMA_TTL_SECONDS": "0"})
     async with bootstrap(off) as fetcher:
         assert not isinstance(fetcher.worker.run_job.reader, SchemaCachingReader)
+
+
+async def test_only_the_api_remembers_connection_lookups(tmp_path: Path) -> None:
+    from application.cached_connections import CachingConnectionRepository
+
+    env = {"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY}
+    async with bootstrap(Settings.from_env(env)) as fetcher:
+        assert fetcher.api is not None and fetcher.worker is not None
+        cached = fetcher.api.request_job.directory.repository
+        assert isinstance(cached, CachingConnectionRepository)
+        # The worker reads the source of truth when it runs a job.
+        worker_repository = fetcher.worker.run_job.directory.repository
+        assert not isinstance(worker_repository, CachingConnectionRepository)
+        assert cached.inner is worker_repository

@@ -25,6 +25,7 @@ def test_connection_settings_have_the_reference_defaults():
     options = Settings.from_env({}).connections
     assert options.schema_cache_ttl_seconds == 300 and not options.ssrf_guard
     assert options.check_cache_seconds == 5.0
+    assert options.lookup_cache_seconds == 2.0
     assert (options.max_pagination_limit, options.max_pagination_months) == (100, 1)
     assert options.internal == ()
 
@@ -37,8 +38,10 @@ def test_connection_settings_are_read_from_the_environment():
             "MAX_PAGINATION_LIMIT": "500",
             "MAX_PAGINATION_MONTH_DATE_RANGE": "6",
             "CONNECTION_CHECK_CACHE_SECONDS": "0.5",
+            "CONNECTION_LOOKUP_CACHE_SECONDS": "0",
         }
     ).connections
+    assert options.lookup_cache_seconds == 0
     assert (options.schema_cache_ttl_seconds, options.ssrf_guard) == (60, True)
     assert options.check_cache_seconds == 0.5
     assert (
@@ -123,6 +126,7 @@ def test_several_internal_datasources_in_variable_order():
         ({"MAX_PAGINATION_LIMIT": "lots"}, "MAX_PAGINATION_LIMIT"),
         ({"CONNECTION_CHECK_CACHE_SECONDS": "-1"}, "CONNECTION_CHECK_CACHE_SECONDS"),
         ({"CONNECTION_CHECK_CACHE_SECONDS": "soon"}, "CONNECTION_CHECK_CACHE_SECONDS"),
+        ({"CONNECTION_LOOKUP_CACHE_SECONDS": "-1"}, "CONNECTION_LOOKUP_CACHE_SECONDS"),
         ({"FETCHER_SSRF_GUARD": "maybe"}, "FETCHER_SSRF_GUARD"),
     ],
 )

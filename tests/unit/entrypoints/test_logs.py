@@ -145,3 +145,26 @@ def test_an_invalid_log_level_is_one_line_and_exit_code_2(monkeypatch, capsys, r
     assert err.count("\n") == 1
     assert err.startswith("fetcher: configuration error: LOG_LEVEL must be one of")
     assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("restore_root")
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_connection_libraries_lines_show_only_at_debug(level):
+    out = io.StringIO()
+    configure_logging(LogSettings(level=getattr(logging, level.upper())), out)
+    try:
+        raise ConnectionResetError(104, "Connection reset by peer")
+    except ConnectionResetError:
+        logging.getLogger("aiormq.connection").warning("reader exited", exc_info=True)
+    logging.getLogger("aio_pika.robust_connection").error("Reconnecting after 5 seconds")
+    logging.getLogger("botocore.retries").error("retrying")
+    logging.getLogger("sqlalchemy.pool.impl.AsyncAdaptedQueuePool").error("reset failed")
+    logging.getLogger("sqlalchemy.engine.Engine").warning("engine line")
+    logging.getLogger("adapters.messaging.rabbitmq").warning("message broker connection lost")
+    text = out.getvalue()
+    assert "message broker connection lost" in text and "engine line" in text
+    quiet = ("reader exited", "Reconnecting after", "retrying", "reset failed", "Traceback")
+    if level == "info":
+        assert not any(line in text for line in quiet), text
+    else:
+        assert all(line in text for line in quiet), text

@@ -184,3 +184,18 @@ def test_open_result_detects_an_hmac_mismatch():
 def test_open_result_rejects_malformed_blobs(blob):
     with pytest.raises(ResultDecryptionFailed):
         open_result(blob, STORAGE_KEY, HMAC_KEY, None)
+
+
+def test_the_tests_own_result_reader_opens_what_the_sealer_sealed_and_nothing_else():
+    from cryptography.exceptions import InvalidTag
+
+    from tests.support.results import open_sealed
+
+    plaintext = b'{"pg":{"accounts":[{"id":1}]}}' * 1000
+    stream, pieces = seal([plaintext[:7], plaintext[7:]], AesGcmResultSealer(STORAGE_KEY, HMAC_KEY))
+    blob = b"".join(pieces)
+    assert open_sealed(blob, STORAGE_KEY, HMAC_KEY, stream.hmac_hex) == plaintext
+    with pytest.raises(ValueError, match="HMAC"):
+        open_sealed(blob, STORAGE_KEY, HMAC_KEY, "0" * 64)
+    with pytest.raises(InvalidTag):
+        open_sealed(blob, bytes(32), HMAC_KEY, stream.hmac_hex)

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import logging
 from datetime import UTC, datetime, timedelta, timezone
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from adapters.messaging.envelope import (
 from application.errors import InvalidSignature
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
 from application.timefmt import rfc3339nano
+from domain.errors import Unavailable
 from tests.support.signing import KEY, HmacTestSigner
 
 JOB_ID = UUID("0190b8a0-0000-7000-8000-000000000001")
@@ -376,3 +378,18 @@ async def test_the_requeue_delay_ends_early_when_stopping() -> None:
     deliveries = _deliveries(handler, retry_delay=60.0)
     result = await asyncio.wait_for(_process(deliveries, stopping=stopping), timeout=5)
     assert result is Settlement.REQUEUE
+
+
+@pytest.mark.parametrize(
+    ("error", "level"), [(Unavailable(), "WARNING"), (RuntimeError("bug"), "ERROR")]
+)
+async def test_a_dependency_outage_in_the_handler_is_a_warning_a_fault_an_error(
+    error: Exception, level: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def handler(order: WorkOrder) -> Settlement:
+        raise error
+
+    with caplog.at_level(logging.INFO, logger="adapters.messaging.envelope"):
+        assert await _process(_deliveries(handler)) is Settlement.REQUEUE
+    failed = [r for r in caplog.records if "work handler failed" in r.getMessage()]
+    assert [r.levelname for r in failed] == [level]

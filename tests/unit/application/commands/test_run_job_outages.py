@@ -113,3 +113,33 @@ async def test_a_dead_workers_upload_is_aborted_when_its_job_is_claimed_again(ap
     assert await app.run_job(job.id) is Settlement.ACK
     assert app.storage.pending_uploads == 0
     assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
+
+
+async def test_an_upload_the_outage_left_is_aborted_once_the_job_completes(app):
+    # The storage dies mid-write, so the try can abort nothing; the sweep before the next
+    # try finds it still down; it is back for that try, which completes.
+    job = await _requested(app)
+    storage = app.storage
+    begin, sweep = storage.begin, storage.abort_incomplete
+    begun = 0
+
+    async def dies_after_the_first_begin(key: str):
+        nonlocal begun
+        begun += 1
+        upload = await begin(key)
+        if begun == 1:
+            storage.unavailable = True
+        return upload
+
+    async def sweep_while_down(key: str):
+        try:
+            return await sweep(key)
+        finally:
+            storage.unavailable = False  # back right after the failed sweep
+
+    storage.begin = dies_after_the_first_begin
+    storage.abort_incomplete = sweep_while_down
+    assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
+    assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
+    assert begun == 2
+    assert storage.pending_uploads == 0

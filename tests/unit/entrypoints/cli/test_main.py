@@ -10,9 +10,11 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from importlib import metadata
 from pathlib import Path
 
+import httpx
 import pytest
 
 from entrypoints.cli.healthcheck import local_health_urls
@@ -171,19 +173,55 @@ def test_a_port_in_use_is_one_line_and_nothing_claims_to_serve(tmp_path):
     assert "serving on" not in result.stderr
 
 
-def test_an_unreachable_broker_stops_start_up_with_one_line(tmp_path):
+def test_a_worker_started_without_its_broker_waits_and_says_so_in_one_line(tmp_path):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        health_port = free.getsockname()[1]
     env = {
+        "PATH": "/usr/bin:/bin",
         "RABBITMQ_URL": f"amqp://fetcher:hunter2@127.0.0.1:{port}/",
         "APP_ENC_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
         "FETCHER_DATA_DIR": str(tmp_path / "var"),
+        "HEALTH_PORT": str(health_port),
+        "READYZ_DRAIN_DELAY_SEC": "-1",
     }
-    result = run_fetcher("worker", env=env, cwd=tmp_path)
-    assert result.returncode == 1
-    one_error_line(result, "fetcher: stopped: cannot connect to the message broker")
-    assert "hunter2" not in result.stderr
+    proc = subprocess.Popen(
+        [str(FETCHER), "worker"], env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        readyz = _poll_readyz(health_port, proc)
+        assert readyz.status_code == 503
+        rabbitmq = readyz.json()["checks"]["rabbitmq"]
+        assert rabbitmq["status"] == "down" and "hunter2" not in readyz.text
+        assert httpx.get(f"http://127.0.0.1:{health_port}/health").status_code == 503
+        time.sleep(2.5)  # a few attempts, each still one line in all
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    waiting = [line for line in stderr.splitlines() if "waiting for" in line]
+    assert len(waiting) == 1, stderr
+    assert f"waiting for the message broker at 127.0.0.1:{port} (" in waiting[0]
+    assert "Traceback" not in stderr and "ERROR" not in stderr
+    assert "hunter2" not in stderr
+
+
+def _poll_readyz(port: int, proc: subprocess.Popen[str]) -> httpx.Response:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the worker exited"
+        try:
+            response = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+            if response.json()["checks"].get("rabbitmq"):
+                return response
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the worker never answered /readyz")
 
 
 def test_an_uncreatable_data_folder_is_one_line(tmp_path):
