@@ -145,6 +145,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--at", help="measure the service as committed at this revision")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs")
     args = parser.parse_args()
 
     run = Run(args.at)
@@ -158,7 +159,7 @@ def main() -> None:
         ok = True
     finally:
         asyncio.run(run.cleanup())
-        if ok:
+        if ok and not args.keep_logs:
             shutil.rmtree(run.logs, ignore_errors=True)
         else:
             print(f"logs kept in {run.logs}", file=sys.stderr)

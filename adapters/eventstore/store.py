@@ -390,13 +390,14 @@ class EventsourcingJobEventStore(JobEventStore):
         await self._run(self._advance, follower, notification_id)
 
     def _advance(self, follower: str, notification_id: int) -> None:
+        """One statement: each recorder refuses (``IntegrityError``) a position that is not
+        past the recorded one (the single-row upsert on PostgreSQL and SQLite, the in-memory
+        recorder's check), so a position never moves backwards."""
         recorder, _ = self._ensure_open()
-        if notification_id <= (self._attempts(recorder.max_tracking_id)(follower) or 0):
-            return
         try:
             self._attempts(recorder.insert_tracking)(Tracking(follower, notification_id))
-        except RecordConflictError:
-            # A concurrent advance recorded this position (or a later one) first.
+        except IntegrityError:
+            # This position (or a later one) was recorded first, e.g. by a concurrent advance.
             return
 
     async def check(self) -> None:

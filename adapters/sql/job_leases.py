@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, Uuid, insert, select, update
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.sql.tables import UtcDateTime
@@ -24,10 +26,15 @@ job_leases = Table(
     Column("lease_until", UtcDateTime, nullable=False),
 )
 
+_UPSERTS: dict[str, Any] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+"""The dialects whose ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` takes a lease in one
+statement (one round trip; a worker's claim waits on it)."""
+
 
 class SqlaJobLeases(JobLeases):
-    """Each operation is one statement (``take`` an update, or an insert for a job's first
-    claim), so the database's row lock decides between concurrent takers and renewals."""
+    """Each operation is one statement (``take`` an upsert, or on other databases an update
+    then an insert for a job's first claim), so the database's row lock decides between
+    concurrent takers and renewals."""
 
     _engine: AsyncEngine
 
@@ -35,6 +42,9 @@ class SqlaJobLeases(JobLeases):
         self, job_id: UUID, attempt: int, worker_id: str, now: datetime, until: datetime
     ) -> bool:
         values = {"attempt": attempt, "worker_id": worker_id, "lease_until": until}
+        upsert = _UPSERTS.get(self._engine.dialect.name)
+        if upsert is not None:
+            return await self._take_in_one_statement(upsert, job_id, values, now)
         try:
             async with self._engine.begin() as conn:
                 taken = await conn.execute(
@@ -57,6 +67,25 @@ class SqlaJobLeases(JobLeases):
             return True
         except sa_exc.IntegrityError:
             return False  # another worker inserted the first lease
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+
+    async def _take_in_one_statement(
+        self, upsert: Any, job_id: UUID, values: dict[str, Any], now: datetime
+    ) -> bool:
+        """The first claim inserts the row; a later one updates it only when the lease ran
+        out and its attempt is newer: the database's row lock decides between takers (a
+        taker that loses sees its ``WHERE`` false on the winner's row and gets no row)."""
+        statement = upsert(job_leases).values(job_id=job_id, **values)
+        statement = statement.on_conflict_do_update(
+            index_elements=[job_leases.c.job_id],
+            set_={name: statement.excluded[name] for name in values},
+            where=(job_leases.c.attempt < statement.excluded.attempt)
+            & (job_leases.c.lease_until <= now),
+        ).returning(job_leases.c.job_id)
+        try:
+            async with self._engine.begin() as conn:
+                return (await conn.execute(statement)).first() is not None
         except sa_exc.DBAPIError as error:
             raise Unavailable() from error
 

@@ -35,7 +35,7 @@ from application.tasks import first_error
 from application.timed_upload import TimedUpload
 from domain import job as jobs
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
-from domain.job import Job, ResultRef
+from domain.job import Job, Phase, ResultRef
 from domain.redaction import redact
 from domain.tenant import SINGLE_TENANT, Tenant
 
@@ -201,6 +201,12 @@ class RunJob:
         """The job as claimed by this worker and the attempt its lease was taken for; None
         when another worker holds the job (its heartbeat renewed the lease while this one
         watched) or the job ended."""
+        if job.phase is Phase.REQUESTED and job.attempts == 0:
+            # A job's first claim: no lease row is expected, so the lease is taken without
+            # reading the row first (the take fails when a row exists; the loop reads it).
+            now = self.clock.now()
+            if await self.leases.take(job.id, 1, self.worker_id, now, now + self.limits.lease):
+                return await self._record_claim(job, 1, now, None)
         watched: datetime | None = None
         give_up = time.monotonic() + 2 * self.limits.lease.total_seconds()
         while not job.is_terminal:

@@ -6,6 +6,7 @@ A subclass provides an ``index`` fixture yielding a fresh, empty index.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -141,6 +142,20 @@ class JobIndexContract:
         assert (await index.hold(job_id)).until == later + short
         await index.release(job_id, 2, "w2", later)
         assert await index.take(job_id, 3, "w3", later, later + short)  # handed back: at once
+
+    async def test_of_concurrent_takers_of_a_lease_exactly_one_wins(self, index) -> None:
+        job_id = uuid.uuid4()
+        short = timedelta(seconds=20)
+        workers = [f"w{n}" for n in range(6)]
+        first = await asyncio.gather(*(index.take(job_id, 1, w, T0, T0 + short) for w in workers))
+        assert sorted(first) == [False] * 5 + [True]
+        later = T0 + 2 * short  # that lease ran out: the next claim is taken once too
+        second = await asyncio.gather(
+            *(index.take(job_id, 2, w, later, later + short) for w in workers)
+        )
+        assert sorted(second) == [False] * 5 + [True]
+        held = await index.hold(job_id)
+        assert (held.attempt, held.worker_id) == (2, workers[second.index(True)])
 
     async def test_stalled_follows_the_renewed_lease_and_leases_drop_when_jobs_end(
         self, index

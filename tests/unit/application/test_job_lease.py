@@ -150,3 +150,20 @@ async def test_a_job_handed_back_can_be_claimed_at_once(app):
     assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
     events = await app.store.job_events(job.id)
     assert _kinds(events)[-1] is JobCompleted and events[2].attempt == 2
+
+
+async def test_a_first_claim_whose_lease_was_taken_but_never_recorded_waits_for_that_lease(app):
+    job = await _requested(app)
+    now = app.clock.now()
+    # A worker took the first lease and died before recording its claim.
+    assert await app.job_index.take(job.id, 1, "dead-worker", now, now + LEASE)
+    running = asyncio.create_task(app.run_job(job.id))
+    await asyncio.sleep(0.1)
+    assert not running.done()
+    app.clock.advance(seconds=2)
+    assert await asyncio.wait_for(running, 5) is Settlement.ACK
+    events = await app.store.job_events(job.id)
+    assert _kinds(events) == [JobRequested, JobClaimed, JobResultStored, JobCompleted]
+    assert events[1].worker_id == "worker-1"
+    held = await app.job_index.hold(job.id)
+    assert held is None or (held.attempt, held.worker_id) == (2, "worker-1")

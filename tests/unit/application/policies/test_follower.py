@@ -112,3 +112,65 @@ async def test_a_wake_during_a_read_is_not_lost(app):
     finally:
         stop.set()
         await running
+
+
+class CountingStore:
+    """The app's store, counting the positions recorded."""
+
+    def __init__(self, store):
+        self.store = store
+        self.advances: list[int] = []
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+    async def advance(self, follower, notification_id):
+        self.advances.append(notification_id)
+        await self.store.advance(follower, notification_id)
+
+
+async def _two_jobs(app):
+    """Two jobs and their request slots: four events on the log."""
+    await _requested(app)
+    await app.request_job({"pgsql": {"accounts": ["id", "name"]}}, None, SOURCE)
+
+
+async def test_a_batch_records_its_position_once_after_its_last_event(app):
+    store = CountingStore(app.store)
+    await _two_jobs(app)
+    seen = []
+
+    async def handle(item):
+        seen.append(item.notification_id)
+
+    follower = LogFollower(name="test", store=store, handle=handle)
+    assert await follower.run_once() == 4
+    assert seen == [1, 2, 3, 4]
+    assert store.advances == [4]
+    assert await app.store.position("test") == 4
+    assert await follower.run_once() == 0
+    assert store.advances == [4]
+
+
+async def test_a_failing_event_is_retried_after_the_events_before_it_are_recorded(app):
+    store = CountingStore(app.store)
+    await _two_jobs(app)
+    seen = []
+
+    async def handle(item):
+        if item.notification_id == 3 and 3 not in seen:
+            seen.append(3)
+            raise RuntimeError("the broker is away")
+        seen.append(item.notification_id)
+
+    follower = LogFollower(name="test", store=store, handle=handle)
+    try:
+        await follower.run_once()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the failure was swallowed")
+    assert await app.store.position("test") == 2
+    assert await follower.run_once() == 2
+    assert seen == [1, 2, 3, 3, 4]
+    assert await app.store.position("test") == 4
