@@ -122,6 +122,25 @@ class _Sink:
         self.lines += data.count(b"\n")
 
 
+async def register_connection(client: Any) -> None:
+    """Registers the benchmark's PostgreSQL connection through the API (an httpx client)."""
+    response = await client.post(
+        "/v1/management/connections",
+        headers={"X-Product-Name": PRODUCT},
+        json={
+            "configName": CONFIG,
+            "type": "POSTGRESQL",
+            "host": "127.0.0.1",
+            "port": urlsplit(PG).port or 5432,
+            "databaseName": DATABASE,
+            "userName": urlsplit(PG).username or "postgres",
+            "password": "unused",
+        },
+    )
+    if response.status_code != 201:
+        raise RuntimeError(f"connection not registered: {response.text}")
+
+
 async def _copy(table: str, binary: bool) -> dict[str, int]:
     asyncpg, _, _ = _child_imports()
     conn = await asyncpg.connect(pg_url(DATABASE), ssl=False)
@@ -596,21 +615,7 @@ async def _candidate(run: Run, service: Service, table: str, rows: int) -> dict[
                 events.put_nowait((received, message))
 
         await queue.consume(on_message)
-        response = await client.post(
-            "/v1/management/connections",
-            headers={"X-Product-Name": PRODUCT},
-            json={
-                "configName": CONFIG,
-                "type": "POSTGRESQL",
-                "host": "127.0.0.1",
-                "port": urlsplit(PG).port or 5432,
-                "databaseName": DATABASE,
-                "userName": urlsplit(PG).username or "postgres",
-                "password": "unused",
-            },
-        )
-        if response.status_code != 201:
-            raise RuntimeError(f"connection not registered: {response.text}")
+        await register_connection(client)
         warm = await _submit(client, table, "warm-up", {"id": {"lte": [10]}})
         await _event(events, warm, service, 60)
 

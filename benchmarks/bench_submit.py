@@ -38,14 +38,13 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_job import (
     CONFIG,
-    DATABASE,
-    PG,
     PRODUCT,
     Run,
     Service,
     _admin,
     cpu_seconds,
     prepare,
+    register_connection,
     table_name,
 )
 from load import (
@@ -172,21 +171,7 @@ async def register(base: str) -> None:
     import httpx
 
     async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-        response = await client.post(
-            "/v1/management/connections",
-            headers={"X-Product-Name": PRODUCT},
-            json={
-                "configName": CONFIG,
-                "type": "POSTGRESQL",
-                "host": "127.0.0.1",
-                "port": urlsplit(PG).port or 5432,
-                "databaseName": DATABASE,
-                "userName": urlsplit(PG).username or "postgres",
-                "password": "unused",
-            },
-        )
-        if response.status_code != 201:
-            raise RuntimeError(f"connection not registered: {response.text}")
+        await register_connection(client)
 
 
 def service_round(

@@ -46,14 +46,12 @@ from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_job import (
     CONFIG,
     DATABASE,
     FETCHER,
-    PG,
     PRODUCT,
     RABBIT,
     READY,
@@ -62,6 +60,7 @@ from bench_job import (
     _admin,
     cpu_seconds,
     pg_url,
+    register_connection,
     s3_server_pid,
 )
 from source_table import ensure_source_table
@@ -249,21 +248,7 @@ async def _measure(run: Run, roles: Roles, workers: int, args: argparse.Namespac
         channel = await connection.channel()
         events = Events()
         await events.start(channel, run.events_exchange)
-        response = await client.post(
-            "/v1/management/connections",
-            headers={"X-Product-Name": PRODUCT},
-            json={
-                "configName": CONFIG,
-                "type": "POSTGRESQL",
-                "host": "127.0.0.1",
-                "port": urlsplit(PG).port or 5432,
-                "databaseName": DATABASE,
-                "userName": urlsplit(PG).username or "postgres",
-                "password": "unused",
-            },
-        )
-        if response.status_code != 201:
-            raise RuntimeError(f"connection not registered: {response.text}")
+        await register_connection(client)
 
         # drain: a backlog first, then the workers
         posted = await _post_all(client, 0, args.jobs, args.clients)
