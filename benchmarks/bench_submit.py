@@ -4,8 +4,9 @@ api`` process, against a trivial Litestar endpoint served the same way, measured
 Each round, interleaved:
 
   trivial    a Litestar app with one ``POST /v1/fetcher`` handler that decodes the body and
-             answers 202 with a new id, served by uvicorn (h11) in its own process: the ceiling
-             of the HTTP stack and of this load generator on this machine
+             answers 202 with a new id, served by uvicorn as the roles serve (httptools on
+             uvloop) in its own process: the ceiling of the HTTP stack and of this load
+             generator on this machine
   service    ``fetcher api`` on a fresh event-store database (PostgreSQL), RabbitMQ, with one
              registered PostgreSQL connection to a 10-row table; every request is distinct
              (its own ``metadata.tag``), so each one is validated, deduplicated, its connection
@@ -71,8 +72,8 @@ TRIVIAL_APP = textwrap.dedent(
     async def submit(data: dict) -> dict:
         return {"jobId": str(uuid.uuid4()), "status": "pending"}
 
-    uvicorn.run(Litestar([submit]), host="127.0.0.1", port=int(sys.argv[1]), http="h11",
-                log_level="warning", access_log=False)
+    uvicorn.run(Litestar([submit]), host="127.0.0.1", port=int(sys.argv[1]),
+                loop="uvloop", http="httptools", log_level="warning", access_log=False)
     """
 )
 

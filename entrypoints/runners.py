@@ -19,7 +19,7 @@ from entrypoints.bootstrap import bootstrap
 from entrypoints.heap import freeze_startup_heap
 from entrypoints.http.app import create_app
 from entrypoints.http.ops import create_health_app, create_starting_app
-from entrypoints.http.request_deadlines import DeadlineH11Protocol
+from entrypoints.http.request_deadlines import DeadlineHttpToolsProtocol
 from entrypoints.listening import listen
 from entrypoints.roles import ALL_ROLES, FOLLOWERS, Fetcher, Probes, Role
 from entrypoints.security import open_http_security
@@ -157,7 +157,7 @@ def _uvicorn(settings: Settings, app: Any, port: int | None = None) -> uvicorn.S
         log_config=None,  # uvicorn's lines go through the service's own log handler
         access_log=False,
         lifespan="on",
-        http=DeadlineH11Protocol.with_timeouts(
+        http=DeadlineHttpToolsProtocol.with_timeouts(
             settings.http.header_timeout_seconds, settings.http.body_timeout_seconds
         ),
         # A request still open this long after a stop signal (a client that never finishes

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from adapters.common.postgres import PostgresAddress
@@ -85,6 +87,26 @@ class HttpSettings:
             header_timeout_seconds=float(_int(env, "FETCHER_HTTP_HEADER_TIMEOUT_SECONDS", 10)),
             body_timeout_seconds=float(_int(env, "FETCHER_HTTP_BODY_TIMEOUT_SECONDS", 30)),
         )
+
+
+EventLoop = Literal["uvloop", "asyncio"]
+
+
+def _event_loop(env: Mapping[str, str]) -> EventLoop:
+    """``FETCHER_EVENT_LOOP``: ``uvloop`` or ``asyncio`` (the standard library's loop); unset,
+    uvloop where it is installed (it is not on Windows)."""
+    name = "FETCHER_EVENT_LOOP"
+    raw = env.get(name, "").strip().lower()
+    installed = find_spec("uvloop") is not None
+    if not raw:
+        return "uvloop" if installed else "asyncio"
+    if raw == "asyncio":
+        return "asyncio"
+    if raw != "uvloop":
+        raise SettingsError(f"{name} must be uvloop or asyncio, got {raw!r}")
+    if not installed:
+        raise SettingsError(f"{name} is uvloop, which is not installed: use asyncio")
+    return "uvloop"
 
 
 DEFAULT_HEALTH_PORT = 4007
@@ -552,6 +574,9 @@ class Settings:
     probes: ProbeSettings = field(default_factory=ProbeSettings)
     tenancy: TenancySettings = field(default_factory=TenancySettings)
     audit: AuditSettings = field(default_factory=AuditSettings)
+    event_loop: EventLoop = "uvloop"
+    """``FETCHER_EVENT_LOOP``: the event loop every role runs on, ``uvloop`` (where installed,
+    the default) or ``asyncio``, the standard library's, to fall back to."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -573,6 +598,7 @@ class Settings:
             probes=ProbeSettings.from_env(env),
             tenancy=tenancy,
             audit=AuditSettings.from_env(env),
+            event_loop=_event_loop(env),
         )
 
 

@@ -19,7 +19,7 @@ from entrypoints.cli.settings_help import settings_epilog
 from entrypoints.cli.tools import add_tool_commands
 from entrypoints.logs import configure_logging
 from entrypoints.observability_settings import LogSettings, ObservabilitySettingsError
-from entrypoints.settings import Settings, SettingsError
+from entrypoints.settings import EventLoop, Settings, SettingsError
 
 Role = Callable[[Settings], Coroutine[Any, Any, None]]
 log = logging.getLogger("fetcher")
@@ -62,6 +62,15 @@ def _stopped(error: FetcherError) -> int:
     return 1
 
 
+def loop_factory(name: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """What makes the roles' event loop: uvloop's, or ``None`` for the standard one."""
+    if name == "asyncio":
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
 def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
     def run(_: argparse.Namespace) -> int:
         from entrypoints import runners
@@ -69,7 +78,8 @@ def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
         role: Role = getattr(runners, role_name)
         try:
             settings = Settings.from_env()
-            asyncio.run(role(settings))
+            with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
+                runner.run(role(settings))
         except SettingsError as error:
             return _configuration_error(error)
         except FetcherError as error:

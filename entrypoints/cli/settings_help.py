@@ -45,6 +45,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("DEPLOYMENT_MODE", "local", "saas, byoc or local, reported by /readyz", EVERY_ROLE),
     Setting(
+        "FETCHER_EVENT_LOOP",
+        "uvloop (asyncio where uvloop is not installed)",
+        "event loop of the role: uvloop, or asyncio (the standard library's) to fall back to",
+        EVERY_ROLE,
+    ),
+    Setting(
         "OTEL_RESOURCE_SERVICE_VERSION",
         "VERSION",
         "version reported by /readyz and on traces",

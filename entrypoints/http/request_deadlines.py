@@ -1,4 +1,4 @@
-"""Deadlines for receiving a request, on uvicorn's h11 protocol.
+"""Deadlines for receiving a request, on uvicorn's httptools protocol.
 
 uvicorn waits for a request's headers and body as long as the client keeps the connection
 open, so a client that sends a few bytes (or none) and stalls holds a connection and a task
@@ -7,6 +7,10 @@ connection's opening or from the first byte of a following request, and then the
 ``body_timeout`` seconds. A late request is answered 408 in the one error shape, and the
 connection is closed; a new connection that sends nothing is closed without an answer. Between
 requests, uvicorn's keep-alive timeout applies as before.
+
+The deadlines run only while it is the client's turn: a pipelined request that arrives while
+an earlier one is still being answered waits unread (uvicorn pauses reading), and its deadline
+starts once the earlier response is complete.
 """
 
 from __future__ import annotations
@@ -15,9 +19,8 @@ import asyncio
 import logging
 from typing import Any, ClassVar, Literal
 
-import h11
 import msgspec
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from domain import error_catalogue as catalogue
 from entrypoints.http.schemas import ErrorBody
@@ -44,20 +47,23 @@ def timeout_response(
     return b"HTTP/1.1 408 Request Timeout\r\n" + head + b"\r\n" + body
 
 
-class DeadlineH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for the headers and one for the body."""
+class DeadlineHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline for the headers and one for the body."""
 
     header_timeout: ClassVar[float] = 10.0
     body_timeout: ClassVar[float] = 30.0
 
     @classmethod
-    def with_timeouts(cls, header_timeout: float, body_timeout: float) -> type[H11Protocol]:
+    def with_timeouts(cls, header_timeout: float, body_timeout: float) -> type[HttpToolsProtocol]:
         """This protocol with other deadlines (uvicorn builds a protocol from a class)."""
         attributes = {"header_timeout": header_timeout, "body_timeout": body_timeout}
         return type(cls.__name__, (cls,), attributes)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._receiving: Phase | None = None
+        """The part of a request the parser is in: from its first byte, ``headers``; from
+        the end of its head, ``body``; ``None`` once it is whole (or before any byte)."""
         self._phase: Phase | None = None
         self._deadline: asyncio.TimerHandle | None = None
 
@@ -74,21 +80,44 @@ class DeadlineH11Protocol(H11Protocol):
         super().data_received(data)
         self._follow()
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._receiving = "headers"
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._receiving = "body"
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._receiving = None
+
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._follow()
 
+    def _awaited(self) -> Phase | None:
+        """What the connection waits for from the client, when it is the client's turn."""
+        cycle = self.cycle
+        answered = cycle is None or (cycle.response_complete and not self.pipeline)
+        if self._receiving is None:
+            # No byte of a request yet: on a new connection, or on one whose keep-alive
+            # timer uvicorn cancelled for bytes that began no request (blank lines).
+            idle = answered and self.timeout_keep_alive_task is None
+            return "headers" if idle else None
+        if self.pipeline or (self._receiving == "headers" and not answered):
+            return None  # an earlier request is still being answered
+        return self._receiving
+
     def _follow(self) -> None:
         """Starts, keeps or stops the deadline for what the connection is waiting for."""
-        state = self.conn.their_state
-        if self.transport.is_closing():
+        phase = None if self.transport.is_closing() else self._awaited()
+        if phase is None:
             self._stop()
-        elif state is h11.SEND_BODY:
-            self._start("body")
-        elif state is h11.IDLE and self.timeout_keep_alive_task is None:
-            self._start("headers")  # bytes of a request's head arrived (or none yet)
-        else:
-            self._stop()  # a whole request is in, or the connection idles between requests
+            return
+        # A request has begun: its deadline, not the keep-alive between requests, applies.
+        self._unset_keepalive_if_required()
+        self._start(phase)
 
     def _start(self, phase: Phase) -> None:
         if self._phase == phase:
@@ -108,7 +137,7 @@ class DeadlineH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         cycle = self.cycle if phase == "body" else None
-        received_nothing = phase == "headers" and not self.conn.trailing_data[0]
+        received_nothing = phase == "headers" and self._receiving is None
         if not received_nothing and (cycle is None or not cycle.response_started):
             headers = list(self.server_state.default_headers)
             self.transport.write(timeout_response(phase, seconds, headers))

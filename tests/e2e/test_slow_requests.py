@@ -1,11 +1,13 @@
 """A client too slow to send its request cannot hold a connection: against a real
 `fetcher serve`, over raw sockets, unfinished headers and unfinished bodies are answered 408
 in the one error shape and the connection is closed; a connection that sends nothing is
-closed; a request sent in pieces within the deadlines is served."""
+closed; a request sent in pieces within the deadlines is served, and so are pipelined
+requests. On uvloop, the default, and on asyncio's own loop (``FETCHER_EVENT_LOOP``)."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -19,14 +21,17 @@ BODY_TIMEOUT = 2
 SLACK = 1.5
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
+@pytest.fixture(scope="module", params=["uvloop", "asyncio"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Processes]:
     port = free_port()
     env = base_env(
         FETCHER_DATA_DIR=str(tmp_path_factory.mktemp("slow-data")),
         SERVER_ADDRESS=f"127.0.0.1:{port}",
         FETCHER_HTTP_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT),
         FETCHER_HTTP_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT),
+        FETCHER_EVENT_LOOP=request.param,
     )
     processes = Processes(
         env=env, logs=tmp_path_factory.mktemp("slow-logs"), api_url=f"http://127.0.0.1:{port}"
@@ -151,3 +156,14 @@ def test_a_request_sent_in_pieces_in_time_is_served_and_the_connection_kept(
             assert b"connection: close" not in head.lower()
             # after a response, the connection idles without a header deadline of its own
             time.sleep(HEADER_TIMEOUT + 0.5)
+
+
+def test_pipelined_requests_are_answered_in_order(server: Processes) -> None:
+    with _connect(server) as sock:
+        sock.sendall(
+            b"GET /health HTTP/1.1\r\nHost: fetcher\r\n\r\n"
+            b"GET /nowhere HTTP/1.1\r\nHost: fetcher\r\n\r\n"
+            b"GET /health HTTP/1.1\r\nHost: fetcher\r\nConnection: close\r\n\r\n"
+        )
+        answer, _ = _read_until_closed(sock)
+    assert re.findall(rb"HTTP/1\.1 (\d{3}) ", answer) == [b"200", b"404", b"200"], answer

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from entrypoints import settings as settings_module
 from entrypoints.settings import Settings, SettingsError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -91,6 +92,26 @@ def test_request_deadlines_default_to_ten_and_thirty_seconds():
 def test_request_deadlines_must_be_positive_integers(name, value):
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({name: value})
+
+
+def test_the_event_loop_is_uvloop_unless_asyncio_is_asked_for():
+    assert Settings.from_env({}).event_loop == "uvloop"
+    assert Settings.from_env({"FETCHER_EVENT_LOOP": " UVLOOP "}).event_loop == "uvloop"
+    assert Settings.from_env({"FETCHER_EVENT_LOOP": "asyncio"}).event_loop == "asyncio"
+
+
+def test_without_uvloop_the_event_loop_is_asyncio_and_asking_for_uvloop_is_refused(monkeypatch):
+    monkeypatch.setattr(settings_module, "find_spec", lambda name: None)
+    assert Settings.from_env({}).event_loop == "asyncio"
+    assert Settings.from_env({"FETCHER_EVENT_LOOP": "asyncio"}).event_loop == "asyncio"
+    with pytest.raises(SettingsError, match="FETCHER_EVENT_LOOP is uvloop, which is not installed"):
+        Settings.from_env({"FETCHER_EVENT_LOOP": "uvloop"})
+
+
+@pytest.mark.parametrize("value", ["trio", "selector", "1"])
+def test_an_unknown_event_loop_is_refused_by_name(value):
+    with pytest.raises(SettingsError, match="FETCHER_EVENT_LOOP must be uvloop or asyncio"):
+        Settings.from_env({"FETCHER_EVENT_LOOP": value})
 
 
 def test_non_positive_result_limit_keeps_the_default():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import logging
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from entrypoints import runners
 from entrypoints.cli.healthcheck import local_health_urls
 from entrypoints.cli.main import ROLES, build_parser
 from entrypoints.cli.settings_help import SETTINGS
@@ -90,6 +92,25 @@ def test_every_roles_help_lists_the_settings_it_reads(role, capsys):
     assert listed == {s.name for s in SETTINGS if role in s.roles}
     assert ("SERVER_ADDRESS" in listed) == (role in ("serve", "api"))
     assert "APP_ENC_KEY" in listed and "FETCHER_DATABASE_URL" in listed
+
+
+@pytest.mark.parametrize(
+    ("setting", "loop_module"), [("", "uvloop"), ("uvloop", "uvloop"), ("asyncio", "asyncio")]
+)
+@pytest.mark.parametrize("role", list(ROLES))
+def test_every_role_runs_on_the_event_loop_the_setting_chooses(
+    role, setting, loop_module, monkeypatch
+):
+    ran_on: list[str] = []
+
+    async def recording_role(settings: Settings) -> None:
+        ran_on.append(type(asyncio.get_running_loop()).__module__.partition(".")[0])
+
+    monkeypatch.setattr(runners, role, recording_role)
+    monkeypatch.setenv("FETCHER_EVENT_LOOP", setting)
+    args = build_parser().parse_args([role])
+    assert args.func(args) == 0
+    assert ran_on == [loop_module]
 
 
 @pytest.mark.parametrize(
