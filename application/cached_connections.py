@@ -1,21 +1,25 @@
 """A connection repository that remembers name lookups for a short while.
 
-Every job submission resolves its datasources by config name; under load that is one SQL
-statement (and a pooled database connection) per request, for rows that change a few times a
-day. This wrapper answers ``by_config_names`` from what it read within the last
-``ttl_seconds``, per (tenant, config name), and passes everything else through. Any write made
-through it (add, update, assign, delete) forgets everything it remembered, so an edit made in
-this process is seen by the next lookup.
+Every job submission resolves its datasources by config name, and every job run resolves them
+again; under load that is one SQL statement (and a pooled database connection) each, for rows
+that change a few times a day. This wrapper answers ``by_config_names`` from what it read
+within the last ``ttl_seconds``, per (tenant, config name), and passes everything else through.
+Any write made through it (add, update, assign, delete) forgets everything it remembered, and
+everything the caches it is ``linked`` to remembered, so an edit made in this process is seen
+by the next lookup.
 
-Why this is safe where it is used (the API's submissions):
+Why this is safe where it is used (the API's submissions, with ``CONNECTION_LOOKUP_CACHE_SECONDS``;
+the worker's runs, with the shorter ``FETCHER_WORKER_CONNECTION_CACHE_SECONDS``):
 
 - The key holds the tenant: one tenant's lookup never answers another's.
 - Names not found are never remembered: a connection registered elsewhere is seen at once.
-- An edit or deletion made by another process is seen within ``ttl_seconds``. Meanwhile a
-  job may be accepted against the connection as it was; the worker resolves the job's
-  connections again from the repository when it runs it (the source of truth), so it reads
-  with the current version's settings and credentials, or fails the job when the connection
-  is gone. The connectivity check is keyed by version, so a new version seen here is tested.
+- An edit or deletion made by another process is seen within ``ttl_seconds``, never later.
+  Meanwhile a job may be accepted, or run, against the connection as it was (its stored
+  version, whose sealed credentials it carries). A job run after the window reads the current
+  version, or fails when the connection is gone; a retry (each try resolves the connections
+  again) past the window reads it too. The connectivity check, datasource pools and
+  discovered schemas are keyed by version, so a new version is never served from an old
+  one's.
 - A ``ttl_seconds`` of 0 remembers nothing.
 """
 
@@ -38,12 +42,22 @@ _PRUNE_AT = 4096
 
 
 class CachingConnectionRepository(ConnectionRepository):
-    def __init__(self, inner: ConnectionRepository, ttl_seconds: float, clock: Clock) -> None:
+    def __init__(
+        self,
+        inner: ConnectionRepository,
+        ttl_seconds: float,
+        clock: Clock,
+        *,
+        linked: Sequence[CachingConnectionRepository] = (),
+    ) -> None:
+        """``linked``: other caches of the same repository in this process (the worker's,
+        beside the API's), which forget what they remembered on a write made through this one."""
         if ttl_seconds < 0:
             raise ValueError("ttl_seconds must not be negative")
         self._inner = inner
         self._ttl = timedelta(seconds=ttl_seconds)
         self._clock = clock
+        self._linked = tuple(linked)
         self._found: dict[tuple[str, str], tuple[datetime, Connection]] = {}
 
     @property
@@ -76,6 +90,8 @@ class CachingConnectionRepository(ConnectionRepository):
 
     def forget(self) -> None:
         self._found.clear()
+        for cache in self._linked:
+            cache.forget()
 
     # Passed through; writes forget what was remembered.
 

@@ -323,17 +323,29 @@ async def bootstrap(
                 else None,
             )
 
+        # A worker's name lookups are remembered for a moment (a second by default): a job
+        # runs against a connection as it was at most that long ago; writes through this
+        # process's API forget them at once.
+        worker_lookups: CachingConnectionRepository | None = None
         worker: Worker | None = None
         if Role.WORKER in roles:
             if storage is None:
                 raise SettingsError("the worker needs result storage")
+            worker_directory = directory
+            if options.worker_lookup_cache_seconds > 0:
+                worker_lookups = CachingConnectionRepository(
+                    repository, options.worker_lookup_cache_seconds, clock
+                )
+                worker_directory = ConnectionDirectory(
+                    worker_lookups, directory.internal, visible_to=directory.visible_to
+                )
             job_reader = reader
             if options.worker_schema_ttl_seconds > 0:
                 worker_schemas = InMemorySchemaCache(options.worker_schema_ttl_seconds)
                 job_reader = SchemaCachingReader(reader, worker_schemas)
             run_job = RunJob(
                 store=store,
-                directory=directory,
+                directory=worker_directory,
                 endpoints=endpoints,
                 reader=job_reader,
                 sealer=AesGcmResultSealer.from_ring(ring),
@@ -398,10 +410,15 @@ async def bootstrap(
                 test_limiter = InMemoryTokenBucket(capacity=10, per_minute=10)
             if ids is None:
                 ids = Uuid7Generator()
-            # The API's name lookups may be remembered briefly; the worker (above) always
-            # reads the repository, the source of truth, when it runs a job.
+            # The API's name lookups may be remembered briefly; its writes forget them, and
+            # the worker's in this process (above).
             api_directory = ConnectionDirectory(
-                CachingConnectionRepository(repository, options.lookup_cache_seconds, clock),
+                CachingConnectionRepository(
+                    repository,
+                    options.lookup_cache_seconds,
+                    clock,
+                    linked=(worker_lookups,) if worker_lookups is not None else (),
+                ),
                 directory.internal,
                 visible_to=directory.visible_to,
             )

@@ -57,7 +57,7 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+def _seconds(env: Mapping[str, str], name: str, default: float, maximum: float = 3600) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -65,8 +65,10 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConnectionSettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if not 0 <= value <= 3600:
-        raise ConnectionSettingsError(f"{name} must be between 0 and 3600 seconds, got {raw!r}")
+    if not 0 <= value <= maximum:
+        raise ConnectionSettingsError(
+            f"{name} must be between 0 and {maximum:g} seconds, got {raw!r}"
+        )
     return value
 
 
@@ -188,6 +190,11 @@ class ConnectionSettings:
     worker_schema_ttl_seconds: int = 10
     """``FETCHER_WORKER_SCHEMA_TTL_SECONDS``: how long a worker reuses a discovered schema for
     the jobs of one connection version; 0 discovers for every job."""
+    worker_lookup_cache_seconds: float = 1.0
+    """``FETCHER_WORKER_CONNECTION_CACHE_SECONDS``: how long a worker reuses a connection it
+    looked up by name for the jobs it runs (per tenant); edits and deletions made elsewhere
+    reach its jobs within this window (in a process that also serves the API, those made
+    through it at once); 0 reads the repository for every job; at most 60."""
     """Internal datasources are then seen only by the tenants each lists (``_TENANTS``)."""
 
     def internal_visibility(self) -> dict[str, frozenset[str]] | None:
@@ -219,4 +226,7 @@ class ConnectionSettings:
             pool_size=_non_negative(env, "FETCHER_DATASOURCE_POOL_SIZE", 4),
             pool_idle_seconds=_positive(env, "FETCHER_DATASOURCE_POOL_IDLE_SECONDS", 60),
             worker_schema_ttl_seconds=_non_negative(env, "FETCHER_WORKER_SCHEMA_TTL_SECONDS", 10),
+            worker_lookup_cache_seconds=_seconds(
+                env, "FETCHER_WORKER_CONNECTION_CACHE_SECONDS", 1.0, maximum=60
+            ),
         )

@@ -18,6 +18,7 @@ import aiohttp
 from aiobotocore.session import get_session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.handlers import add_expect_header
 
 from application.errors import StorageError, StorageRejected
 from application.ports.result_storage import ResultStorage, ResultUpload
@@ -214,6 +215,14 @@ class S3ResultUpload(ResultUpload):
             raise StorageError(f"cannot {operation}: upload already {self._state}")
 
 
+def _send_bodies_at_once(client: Any) -> None:
+    """botocore asks for ``Expect: 100-continue`` on a PutObject, so the client waits for the
+    server's interim answer before it sends the body: a round trip more per small result (the
+    only objects put in one request: smaller than a part, typically a few kilobytes). The parts
+    of a multipart upload never carried it; now no request does."""
+    client.meta.events.unregister("before-call.s3", add_expect_header)
+
+
 class S3ResultStorage(ResultStorage):
     """Open with ``await S3ResultStorage.open(settings)``; release with ``await .close()``."""
 
@@ -247,6 +256,7 @@ class S3ResultStorage(ResultStorage):
         except BaseException:
             await stack.aclose()
             raise
+        _send_bodies_at_once(client)
         return cls(settings, client, stack)
 
     async def begin(self, key: str) -> ResultUpload:

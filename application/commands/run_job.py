@@ -77,6 +77,12 @@ class RunLimits:
         """A claim's lease is renewed four times per lease, so one late beat never ends it."""
         return self.lease.total_seconds() / 4
 
+    @property
+    def lease_fresh_for(self) -> timedelta:
+        """How long after taking or renewing its lease a claim trusts it without asking the
+        database again (a quarter of the lease: the rest is the margin for clocks and pauses)."""
+        return self.lease / 4
+
     def backoff(self, tries: int) -> float:
         return float(min(self.retry_backoff * 2 ** min(tries - 1, 16), self.max_backoff))
 
@@ -93,7 +99,10 @@ class RunJob:
     holds waits until that lease is renewed (its holder is alive: ``ACK``) or ends (the job
     is claimed), so a dead worker's redelivered job is taken over one lease after its last
     heartbeat. The lease is confirmed before the result is made visible and before it is
-    recorded: a worker that lost it records nothing. The result storage or the database being
+    recorded: a worker that lost it records nothing (a lease taken or renewed less than
+    ``RunLimits.lease_fresh_for`` ago is confirmed without a round trip; the record appends at
+    the version the claim read, so another worker's claim recorded meanwhile still wins).
+    The result storage or the database being
     unavailable is ridden out for ``RunLimits.outage_window``.
 
     Every line it logs carries the job's id and request id; its start and end are logged at
@@ -154,7 +163,7 @@ class RunJob:
             claim = await self._claim(job)
         if claim is None:
             return Settlement.ACK
-        job, attempt = claim
+        job, attempt, taken_at = claim
         keeper = LeaseKeeper(
             self.leases,
             self.clock,
@@ -163,6 +172,8 @@ class RunJob:
             self.worker_id,
             self.limits.lease,
             self.limits.heartbeat,
+            held_at=taken_at,
+            fresh_for=self.limits.lease_fresh_for,
         )
         log.info("job.started", extra={"attempt": job.attempts, "worker_id": self.worker_id})
         started = time.monotonic()
@@ -197,8 +208,9 @@ class RunJob:
             )
         return await self._record_success(job, keeper, written, started)
 
-    async def _claim(self, job: Job) -> tuple[Job, int] | None:
-        """The job as claimed by this worker and the attempt its lease was taken for; None
+    async def _claim(self, job: Job) -> tuple[Job, int, datetime] | None:
+        """The job as claimed by this worker, the attempt its lease was taken for and when it
+        was taken (the lease ends one lease after that); None
         when another worker holds the job (its heartbeat renewed the lease while this one
         watched) or the job ended."""
         if job.phase is Phase.REQUESTED and job.attempts == 0:
@@ -232,7 +244,7 @@ class RunJob:
 
     async def _record_claim(
         self, job: Job, attempt: int, now: datetime, ended: datetime | None
-    ) -> tuple[Job, int] | None:
+    ) -> tuple[Job, int, datetime] | None:
         try:
             claimed = jobs.claim(job, self.worker_id, now, self.limits.lease, lease_ends=ended)
             await self.store.append([claimed])
@@ -240,7 +252,7 @@ class RunJob:
             await self.leases.release(job.id, attempt, self.worker_id, now)
             log.info("job.claim.lost", extra={"reason": "handled by another worker"})
             return None
-        return jobs.apply(claimed, job), attempt
+        return jobs.apply(claimed, job), attempt, now
 
     async def _discard_abandoned_upload(self, job: Job, *, quiet: bool = False) -> bool:
         """An earlier claim's worker may have died mid-upload: its incomplete upload is

@@ -354,6 +354,12 @@ SETTINGS: tuple[Setting, ...] = (
         frozenset({SERVE, WORKER}),
     ),
     Setting(
+        "FETCHER_WORKER_CONNECTION_CACHE_SECONDS",
+        "1",
+        "how long a worker reuses a connection it looked up by name for its jobs (0: every job)",
+        frozenset({SERVE, WORKER}),
+    ),
+    Setting(
         "FETCHER_DATASOURCE_POOL_IDLE_SECONDS",
         "60",
         "how long a kept datasource connection (or an unused pool) stays open",

@@ -226,3 +226,32 @@ async def test_a_kept_session_the_server_closed_is_replaced_without_failing_the_
         assert await _count() == 1
     finally:
         await reader.aclose()
+
+
+async def test_a_pooled_session_goes_back_idle_without_a_reset_round_trip() -> None:
+    """The reader ends its snapshot itself; the pool adds no reset statement (no RESET ALL):
+    the session is idle, its last statement the reader's ROLLBACK, and asyncpg never warns of
+    a transaction left open."""
+    loop = asyncio.get_running_loop()
+    warned: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: warned.append(context))
+    reader = PostgresReader(pool_size=1)
+    try:
+        endpoint = _endpoint(connection_id=uuid.uuid4())
+        assert await _job(reader, endpoint) == 10
+        admin = await pg_admin()
+        try:
+            states = await admin.fetch(
+                "SELECT state, query FROM pg_stat_activity WHERE datname = $1 AND usename = $2",
+                DATABASE,
+                ROLE,
+            )
+        finally:
+            await admin.close()
+        assert [(row["state"], row["query"]) for row in states] == [("idle", "ROLLBACK")]
+        assert await _job(reader, endpoint) == 10
+    finally:
+        await reader.aclose()
+        loop.set_exception_handler(previous)
+    assert warned == []

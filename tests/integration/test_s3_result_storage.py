@@ -117,6 +117,23 @@ class TestS3ResultStorage(ResultStorageContract):
         assert "-" not in head["ETag"]
         assert head["ContentType"] == "application/octet-stream"
 
+    async def test_no_upload_waits_for_100_continue(
+        self, storage: S3ResultStorage, inspector: S3Inspector, key: str
+    ) -> None:
+        sent: list[tuple[str, bool]] = []
+
+        def note(request: Any, **_: Any) -> None:
+            expects = request.headers.get("Expect", b"") == b"100-continue"
+            sent.append(("part" if "partNumber=" in request.url else request.method, expects))
+
+        storage._client.meta.events.register("before-send.s3", note)  # type: ignore[attr-defined]
+        await write_in_chunks(storage, key, b"small", chunk=5)
+        assert sent == [("PUT", False)]
+        sent.clear()
+        await write_in_chunks(storage, "large-" + key, payload(PART_SIZE + MiB), chunk=MiB)
+        assert [kind for kind, _ in sent] == ["POST", "part", "part", "POST"]
+        assert not any(expects for _, expects in sent)
+
     async def test_missing_bucket_is_reported_as_not_found(
         self, broken_storage: S3ResultStorage
     ) -> None:

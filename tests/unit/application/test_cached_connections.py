@@ -1,4 +1,5 @@
-"""The API's connection lookups: remembered briefly per tenant, forgotten on every write."""
+"""Connection lookups (the API's, the worker's): remembered briefly per tenant, forgotten on
+every write made in the process."""
 
 from __future__ import annotations
 
@@ -92,3 +93,34 @@ async def test_a_window_of_zero_reads_every_time():
     await cached.by_config_names(["pg"])
     await cached.by_config_names(["pg"])
     assert inner.lookups == 2
+
+
+async def test_a_write_through_one_cache_makes_its_linked_caches_forget():
+    clock, inner = FakeClock(), CountingRepository()
+    stored = connection("pg", clock)
+    await inner.add(stored)
+    worker = CachingConnectionRepository(inner, 60, clock)
+    api = CachingConnectionRepository(inner, 60, clock, linked=(worker,))
+    assert (await worker.by_config_names(["pg"]))["pg"].version == 1
+    clock.advance(seconds=1)
+    await api.update(replace(stored, host="other.example", version=2, updated_at=clock.now()))
+    renewed = (await worker.by_config_names(["pg"]))["pg"]
+    assert (renewed.version, renewed.host) == (2, "other.example")
+    await api.soft_delete(stored.id, clock.now())
+    assert await worker.by_config_names(["pg"]) == {}
+
+
+async def test_an_edit_made_elsewhere_is_used_no_later_than_the_window():
+    clock, inner = FakeClock(), CountingRepository()
+    stored = connection("pg", clock)
+    await inner.add(stored)
+    worker = CachingConnectionRepository(inner, 1, clock)
+    await worker.by_config_names(["pg"])
+    await inner.update(replace(stored, host="other.example", version=2, updated_at=clock.now()))
+    clock.advance(seconds=0.5)
+    assert (await worker.by_config_names(["pg"]))["pg"].version == 1
+    clock.advance(seconds=0.5)
+    assert (await worker.by_config_names(["pg"]))["pg"].version == 2
+    await inner.soft_delete(stored.id, clock.now())
+    clock.advance(seconds=1)
+    assert await worker.by_config_names(["pg"]) == {}

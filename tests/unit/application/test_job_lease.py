@@ -8,7 +8,10 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from application.commands.run_job import RunLimits
+from application.job_lease import LeaseKeeper, LeaseLost
 from application.ports.messaging import Settlement
 from domain import job as jobs
 from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
@@ -110,38 +113,110 @@ async def test_a_worker_that_lost_its_lease_stops_and_records_nothing(app):
     assert app.storage.pending_uploads == 0  # its upload was aborted
 
 
-async def test_a_claim_lost_between_extraction_and_record_is_not_recorded(app):
+class StealingStorage:
+    """Commits, then runs ``steal`` (another worker taking the job) before the outcome is
+    recorded."""
+
+    def __init__(self, inner: Any, steal: Any) -> None:
+        self._inner = inner
+        self._steal = steal
+        self.stolen = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def begin(self, key: str) -> Any:
+        upload = await self._inner.begin(key)
+        commit = upload.commit
+
+        async def stolen_commit() -> None:
+            await commit()
+            await self._steal()
+            self.stolen = True
+
+        upload.commit = stolen_commit
+        return upload
+
+
+class CountingLeases:
+    """The job index's leases, counting renewals (each a round trip to the database)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.renewals = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def renew(self, *args: Any) -> bool:
+        self.renewals += 1
+        return bool(await self._inner.renew(*args))
+
+
+async def test_a_claim_whose_lease_ran_out_before_its_record_is_not_recorded(app):
+    job = await _requested(app)
+    lease = timedelta(seconds=60)  # no heartbeat while the job runs
+    app.run_job.limits = RunLimits(retry_backoff=0.0, lease=lease)
+
+    async def steal() -> None:
+        # The worker stalled past its lease after committing; another worker took the job.
+        app.clock.advance(seconds=61)
+        now = app.clock.now()
+        assert await app.job_index.take(job.id, 2, "other", now, now + lease)
+
+    app.run_job.storage = storage = StealingStorage(app.storage, steal)
+    assert await app.run_job(job.id) is Settlement.ACK
+    assert storage.stolen
+    assert _kinds(await app.store.job_events(job.id)) == [JobRequested, JobClaimed]
+
+
+async def test_a_claim_another_worker_recorded_meanwhile_is_not_recorded(app):
+    """Within the time a fresh lease is trusted, only a lease handed over out of turn can be
+    lost; the record still fails, as the other worker's claim moved the job's stream on."""
+    job = await _requested(app)
+    lease = timedelta(seconds=60)
+    app.run_job.limits = RunLimits(retry_backoff=0.0, lease=lease)
+
+    async def steal() -> None:
+        await app.job_index.release(job.id, 1, "worker-1", app.clock.now())
+        now = app.clock.now()
+        assert await app.job_index.take(job.id, 2, "other", now, now + lease)
+        claimed = jobs.fold(await app.store.job_events(job.id))
+        await app.store.append([jobs.claim(claimed, "other", now, lease, lease_ends=now)])
+
+    app.run_job.storage = storage = StealingStorage(app.storage, steal)
+    assert await app.run_job(job.id) is Settlement.ACK
+    assert storage.stolen
+    events = await app.store.job_events(job.id)
+    assert _kinds(events) == [JobRequested, JobClaimed, JobClaimed]
+    assert events[-1].worker_id == "other"
+
+
+async def test_a_fresh_lease_is_confirmed_without_asking_the_database(app):
     job = await _requested(app)
     app.run_job.limits = RunLimits(retry_backoff=0.0, lease=timedelta(seconds=60))
-    taken = asyncio.Event()
-
-    class StealingStorage:
-        """Commits, then another worker takes the lease before the outcome is recorded."""
-
-        def __init__(self, inner: Any) -> None:
-            self._inner = inner
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._inner, name)
-
-        async def begin(self, key: str) -> Any:
-            upload = await self._inner.begin(key)
-            commit = upload.commit
-
-            async def stolen_commit() -> None:
-                await commit()
-                await app.job_index.release(job.id, 1, "worker-1", app.clock.now())
-                now = app.clock.now()
-                assert await app.job_index.take(job.id, 2, "other", now, now + LEASE)
-                taken.set()
-
-            upload.commit = stolen_commit
-            return upload
-
-    app.run_job.storage = StealingStorage(app.storage)
+    app.run_job.leases = leases = CountingLeases(app.job_index)
     assert await app.run_job(job.id) is Settlement.ACK
-    assert taken.is_set()
-    assert _kinds(await app.store.job_events(job.id)) == [JobRequested, JobClaimed]
+    assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
+    assert leases.renewals == 0
+
+
+async def test_a_lease_older_than_its_fresh_time_is_renewed_once_before_the_result_shows(app):
+    job = await _requested(app)
+    app.run_job.limits = RunLimits(retry_backoff=0.0, lease=timedelta(seconds=60))
+    app.run_job.leases = leases = CountingLeases(app.job_index)
+    reader = HeldReader(app.reader)
+    app.run_job.reader = reader
+    running = asyncio.create_task(app.run_job(job.id))
+    await asyncio.wait_for(reader.holding.wait(), 5)
+    app.clock.advance(seconds=16)  # past a quarter of the lease, well within it
+    reader.release.set()
+    assert await asyncio.wait_for(running, 5) is Settlement.ACK
+    assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
+    # Renewed before the upload is committed; that renewal is fresh when the outcome is recorded.
+    assert leases.renewals == 1
+    held = await app.job_index.hold(job.id)
+    assert held is not None and held.until == app.clock.now() + timedelta(seconds=60)
 
 
 async def test_a_job_handed_back_can_be_claimed_at_once(app):
@@ -167,3 +242,25 @@ async def test_a_first_claim_whose_lease_was_taken_but_never_recorded_waits_for_
     assert events[1].worker_id == "worker-1"
     held = await app.job_index.hold(job.id)
     assert held is None or (held.attempt, held.worker_id) == (2, "worker-1")
+
+
+async def test_a_lease_keeper_trusts_its_lease_only_while_fresh_and_never_once_lost(app):
+    job = await _requested(app)
+    now = app.clock.now()
+    assert await app.job_index.take(job.id, 1, "worker-9", now, now + LEASE)
+    leases = CountingLeases(app.job_index)
+    keeper = LeaseKeeper(
+        leases, app.clock, job.id, 1, "worker-9", LEASE, 0.5, held_at=now, fresh_for=LEASE / 4
+    )
+    await keeper.confirm()
+    assert leases.renewals == 0
+    app.clock.advance(seconds=0.5)
+    await keeper.confirm()
+    assert leases.renewals == 1
+    await keeper.confirm()  # renewed just now
+    assert leases.renewals == 1
+    keeper.lost = True
+    with pytest.raises(LeaseLost):
+        await keeper.confirm()
+    with pytest.raises(ValueError):
+        LeaseKeeper(leases, app.clock, job.id, 1, "w", LEASE, 0.5, fresh_for=LEASE)

@@ -114,7 +114,9 @@ async def test_the_worker_reuses_discovered_schemas_unless_told_not_to(tmp_path:
         assert not isinstance(fetcher.worker.run_job.reader, SchemaCachingReader)
 
 
-async def test_only_the_api_remembers_connection_lookups(tmp_path: Path) -> None:
+async def test_the_api_and_the_worker_remember_connection_lookups_unless_told_not_to(
+    tmp_path: Path,
+) -> None:
     from application.cached_connections import CachingConnectionRepository
 
     env = {"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY}
@@ -122,7 +124,14 @@ async def test_only_the_api_remembers_connection_lookups(tmp_path: Path) -> None
         assert fetcher.api is not None and fetcher.worker is not None
         cached = fetcher.api.request_job.directory.repository
         assert isinstance(cached, CachingConnectionRepository)
-        # The worker reads the source of truth when it runs a job.
+        # The worker's are its own (a shorter window), forgotten on the API's writes.
+        worker_repository = fetcher.worker.run_job.directory.repository
+        assert isinstance(worker_repository, CachingConnectionRepository)
+        assert worker_repository is not cached
+        assert cached.inner is worker_repository.inner
+        assert cached._linked == (worker_repository,)  # type: ignore[attr-defined]
+    off = Settings.from_env({**env, "FETCHER_WORKER_CONNECTION_CACHE_SECONDS": "0"})
+    async with bootstrap(off) as fetcher:
+        assert fetcher.worker is not None
         worker_repository = fetcher.worker.run_job.directory.repository
         assert not isinstance(worker_repository, CachingConnectionRepository)
-        assert cached.inner is worker_repository

@@ -55,14 +55,17 @@ def test_pool_schema_and_server_json_settings_are_read_from_the_environment():
     defaults = Settings.from_env({}).connections
     assert (defaults.pool_size, defaults.pool_idle_seconds) == (4, 60)
     assert (defaults.worker_schema_ttl_seconds, defaults.server_json) == (10, False)
+    assert defaults.worker_lookup_cache_seconds == 1.0
     options = Settings.from_env(
         {
             "FETCHER_DATASOURCE_POOL_SIZE": "0",
             "FETCHER_DATASOURCE_POOL_IDLE_SECONDS": "5",
             "FETCHER_WORKER_SCHEMA_TTL_SECONDS": "0",
             "FETCHER_PG_SERVER_JSON": "true",
+            "FETCHER_WORKER_CONNECTION_CACHE_SECONDS": "0",
         }
     ).connections
+    assert options.worker_lookup_cache_seconds == 0
     assert (options.pool_size, options.pool_idle_seconds) == (0, 5)
     assert (options.worker_schema_ttl_seconds, options.server_json) == (0, True)
 
@@ -127,6 +130,10 @@ def test_several_internal_datasources_in_variable_order():
         ({"CONNECTION_CHECK_CACHE_SECONDS": "-1"}, "CONNECTION_CHECK_CACHE_SECONDS"),
         ({"CONNECTION_CHECK_CACHE_SECONDS": "soon"}, "CONNECTION_CHECK_CACHE_SECONDS"),
         ({"CONNECTION_LOOKUP_CACHE_SECONDS": "-1"}, "CONNECTION_LOOKUP_CACHE_SECONDS"),
+        (
+            {"FETCHER_WORKER_CONNECTION_CACHE_SECONDS": "61"},
+            "FETCHER_WORKER_CONNECTION_CACHE_SECONDS",
+        ),
         ({"FETCHER_SSRF_GUARD": "maybe"}, "FETCHER_SSRF_GUARD"),
     ],
 )

@@ -81,7 +81,8 @@ async def test_a_database_outage_at_the_record_is_ridden_out(app):
 
     app.store.append = append  # type: ignore[method-assign]
     assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
-    assert len(calls) == 3 and calls[1] == calls[2]  # failed once, recorded after it
+    # Failed while the database was down, tried again until recorded, with the same events.
+    assert len(calls) >= 3 and all(events == calls[1] for events in calls[2:])
     assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
 
 
