@@ -28,6 +28,7 @@ from application.policies.follower import (
     LogFollower,
     PeriodicTask,
     ProjectionFollower,
+    SharedLogReads,
     WakeOnGrowth,
 )
 from application.policies.publish_work_orders import PublishWorkOrders
@@ -309,6 +310,7 @@ def build_relay(
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
     loses what it holds when the process stops, so pending jobs are queued again at start.
     ``watch``: the followers also wake when it tells that the log grew."""
+    reads = SharedLogReads(store)
     relay = Relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
@@ -321,15 +323,19 @@ def build_relay(
                 tracer=tracer,
                 metrics=metrics,
             ),
+            interested=PublishWorkOrders.interested,
             poll_interval=poll_interval,
             metrics=metrics,
+            reads=reads,
         ),
         emitter=LogFollower(
             name=emit_events.FOLLOWER_NAME,
             store=store,
             handle=EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics),
+            interested=EmitJobEvents.interested,
             poll_interval=poll_interval,
             metrics=metrics,
+            reads=reads,
         ),
         projection=ProjectionFollower(
             name=PROJECTION,
@@ -337,6 +343,7 @@ def build_relay(
             index=job_index,
             poll_interval=poll_interval,
             metrics=metrics,
+            reads=reads,
         ),
         reaper=PeriodicTask(
             name="reaper",

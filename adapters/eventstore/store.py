@@ -385,11 +385,11 @@ class EventsourcingJobEventStore(JobEventStore):
         recorder, _ = self._ensure_open()
         return self._attempts(recorder.max_tracking_id)(follower) or 0
 
-    async def advance(self, follower: str, notification_id: int) -> None:
+    async def advance(self, follower: str, notification_id: int) -> bool:
         _check_follower(follower)
-        await self._run(self._advance, follower, notification_id)
+        return await self._run(self._advance, follower, notification_id)
 
-    def _advance(self, follower: str, notification_id: int) -> None:
+    def _advance(self, follower: str, notification_id: int) -> bool:
         """One statement: each recorder refuses (``IntegrityError``) a position that is not
         past the recorded one (the single-row upsert on PostgreSQL and SQLite, the in-memory
         recorder's check), so a position never moves backwards."""
@@ -398,7 +398,8 @@ class EventsourcingJobEventStore(JobEventStore):
             self._attempts(recorder.insert_tracking)(Tracking(follower, notification_id))
         except IntegrityError:
             # This position (or a later one) was recorded first, e.g. by a concurrent advance.
-            return
+            return False
+        return True
 
     async def check(self) -> None:
         await self._run(self._check)

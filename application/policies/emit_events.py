@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from eventsourcing.domain import DomainEvent
+
 from application.errors import PublishFailed
 from application.log_context import log_fields
 from application.policies.messages import notification_body
@@ -34,6 +36,11 @@ class EmitJobEvents:
 
     def __post_init__(self) -> None:
         self._attempts = PublishAttempts(MessageKind.EVENT, self.metrics)
+
+    @staticmethod
+    def interested(event: DomainEvent) -> bool:
+        """Only terminal events are published."""
+        return isinstance(event, JobCompleted | JobFailed)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
