@@ -72,6 +72,10 @@ T = TypeVar("T")
 REAPER_POLL_SECONDS = 5.0
 """With the lease, bounds how long a dead worker's job waits for the reaper's dispatch."""
 AUDIT_POLL_SECONDS = 1.0
+PROJECTION_SETTLE_SECONDS = 0.05
+"""The job index waits this long after a wake before it reads, so it projects bigger batches
+less often (it is read by queries that tolerate this, and brought up to date first where
+they do not)."""
 PROJECTION = "projection"
 FOLLOWERS = (publish_work_orders.FOLLOWER_NAME, emit_events.FOLLOWER_NAME, PROJECTION)
 
@@ -344,6 +348,7 @@ def build_relay(
             poll_interval=poll_interval,
             metrics=metrics,
             reads=reads,
+            settle=PROJECTION_SETTLE_SECONDS,
         ),
         reaper=PeriodicTask(
             name="reaper",
