@@ -315,6 +315,7 @@ def build_relay(
     loses what it holds when the process stops, so pending jobs are queued again at start.
     ``watch``: the followers also wake when it tells that the log grew."""
     reads = SharedLogReads(store)
+    emit = EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics)
     relay = Relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
@@ -335,8 +336,9 @@ def build_relay(
         emitter=LogFollower(
             name=emit_events.FOLLOWER_NAME,
             store=store,
-            handle=EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics),
+            handle=emit,
             interested=EmitJobEvents.interested,
+            observe=emit.observe,
             poll_interval=poll_interval,
             metrics=metrics,
             reads=reads,

@@ -183,17 +183,12 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
     async def _write_rows(
         self, conn: AsyncConnection, new: list[JobSummary], changed: list[JobSummary]
     ) -> None:
-        upsert = _UPSERTS.get(conn.dialect.name)
+        upsert = _UPSERT_JOBS.get(conn.dialect.name)
         if upsert is not None:
             rows = [_row(s) for s in (*new, *changed)]
             if rows:
-                statement = upsert(jobs).values(rows)
-                await conn.execute(
-                    statement.on_conflict_do_update(
-                        index_elements=[jobs.c.job_id],
-                        set_={name: statement.excluded[name] for name in _CHANGING},
-                    )
-                )
+                # Many rows go as one multi-row statement (SQLAlchemy's "insertmanyvalues").
+                await conn.execute(upsert, rows)
             return
         if new:
             await conn.execute(insert(jobs), [_row(s) for s in new])
@@ -302,12 +297,24 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
         return JobProgress(row.job_id, row.attempt, row.rows, row.bytes, row.updated_at)
 
 
-_UPSERTS: dict[str, Any] = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
-"""The dialects whose ``INSERT ... ON CONFLICT DO UPDATE`` writes new and changed rows in one
-statement."""
-
 _CHANGING = ("status", "created_at", "lease_until", "attempts")
 """The columns of a job row that its events change (its tenant never does)."""
+
+
+def _upsert_jobs(upsert: Any) -> Any:
+    statement = upsert(jobs)
+    return statement.on_conflict_do_update(
+        index_elements=[jobs.c.job_id],
+        set_={name: statement.excluded[name] for name in _CHANGING},
+    )
+
+
+_UPSERT_JOBS: dict[str, Any] = {
+    "postgresql": _upsert_jobs(postgresql.insert),
+    "sqlite": _upsert_jobs(sqlite.insert),
+}
+"""Per dialect that has ``INSERT ... ON CONFLICT DO UPDATE``: new and changed job rows in one
+statement, built once (its compiled form is cached)."""
 
 
 def _row(summary: JobSummary) -> dict[str, Any]:

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[LoggedEvent], Awaitable[None]]
 Interest = Callable[[DomainEvent], bool]
+Observer = Callable[[LoggedEvent], None]
 
 RECORD_IGNORED_EVERY = 1000
 """A follower whose batches hold only events it ignores records its position once it moved
@@ -189,6 +190,8 @@ class LogFollower(_Loop):
     handle: Handler
     interested: Interest | None = None
     """Which events ``handle`` acts on (None: all); the others are skipped without a call."""
+    observe: Observer | None = None
+    """Shown every event read, in order, before it is handled or skipped (cheap, no I/O)."""
     batch: int = 100
     reads: SharedLogReads | None = None
     record_ignored_every: int = RECORD_IGNORED_EVERY
@@ -206,6 +209,8 @@ class LogFollower(_Loop):
         acted = False
         try:
             for item in logged:
+                if self.observe is not None:
+                    self.observe(item)
                 if self.interested is None or self.interested(item.event):
                     acted = True
                     await self.handle(item)
