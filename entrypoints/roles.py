@@ -72,6 +72,11 @@ T = TypeVar("T")
 REAPER_POLL_SECONDS = 5.0
 """With the lease, bounds how long a dead worker's job waits for the reaper's dispatch."""
 AUDIT_POLL_SECONDS = 1.0
+RECORD_DELAY_SECONDS = 0.1
+"""The dispatcher and the emitter record their position at most this long after publishing
+(once for everything published meanwhile); a relay that crashes publishes again at most what
+it published in that time (at least once: a duplicate work order is dropped by the claim, a
+duplicate event has the same ``ce-id``)."""
 PROJECTION_SETTLE_SECONDS = 0.05
 """The job index waits this long after a wake before it reads, so it projects bigger batches
 less often (it is read by queries that tolerate this, and brought up to date first where
@@ -329,6 +334,7 @@ def build_relay(
                 metrics=metrics,
             ),
             interested=PublishWorkOrders.interested,
+            record_delay=RECORD_DELAY_SECONDS,
             poll_interval=poll_interval,
             metrics=metrics,
             reads=reads,
@@ -339,6 +345,7 @@ def build_relay(
             handle=emit,
             interested=EmitJobEvents.interested,
             observe=emit.observe,
+            record_delay=RECORD_DELAY_SECONDS,
             poll_interval=poll_interval,
             metrics=metrics,
             reads=reads,

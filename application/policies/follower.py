@@ -155,10 +155,14 @@ class _Loop:
                 backoff = min(backoff * 2, self.max_backoff)
                 continue
             if handled == 0 or self.caught_up:
-                await _sleep_or(stop, self.poll_interval, self.wake)
+                await _sleep_or(stop, self.idle_wait(), self.wake)
                 if self.settle > 0:
                     await _sleep_or(stop, self.settle)
         await self.stopped()
+
+    def idle_wait(self) -> float:
+        """How long to wait, when there is nothing to read, before reading anyway."""
+        return self.poll_interval
 
     async def stopped(self) -> None:
         """Called once the loop stopped."""
@@ -176,9 +180,12 @@ class LogFollower(_Loop):
     succeeds (the events before it in its batch are recorded as done first), and events the
     handler ignores still advance the position. Recording once per batch rather than once per
     event keeps a write to the tracking table out of the way between two events of a batch
-    (a job's ``ResultStored`` and ``Completed`` come in one transaction). A batch of events it
-    ignores only is recorded once the position moved ``record_ignored_every`` past the
-    recorded one (or when the loop stops): after a crash those are read and ignored again.
+    (a job's ``ResultStored`` and ``Completed`` come in one transaction). With a
+    ``record_delay``, the position after an effect is recorded at most that many seconds
+    later, for all the batches handled meanwhile (a crash repeats at most those effects). A
+    batch of events it ignores only is recorded once the position moved
+    ``record_ignored_every`` past the recorded one (or when the loop stops): after a crash
+    those are read and ignored again.
 
     The position is read from the store once and then kept in memory, which is right while no
     other process advances it. Several relays may run: a position recorded first by another
@@ -195,9 +202,12 @@ class LogFollower(_Loop):
     batch: int = 100
     reads: SharedLogReads | None = None
     record_ignored_every: int = RECORD_IGNORED_EVERY
+    record_delay: float = 0.0
     _position: int | None = None
-    """Where this follower is, when known: recorded, or only ignored events past the record."""
+    """Where this follower is, when known: recorded, or handled past the record."""
     _recorded: int = 0
+    _owed_since: float | None = None
+    """When the first effect not recorded yet was made (the event loop's clock)."""
 
     async def run_once(self) -> int:
         position = self._position
@@ -220,20 +230,37 @@ class LogFollower(_Loop):
             # repeats them, and must not hide why the batch stopped. The position is read
             # again before the retry.
             self._position = None
+            self._owed_since = None
             if done > self._recorded:
                 with contextlib.suppress(Exception):
                     await self.store.advance(self.name, done)
             raise
-        if done > position:
-            if acted or done - self._recorded >= self.record_ignored_every:
-                await self._record(done)
-            else:
-                self._position = done
+        self._position = done
+        if acted and self._owed_since is None:
+            self._owed_since = asyncio.get_running_loop().time()
+        if done > self._recorded and (
+            self._record_due() or done - self._recorded >= self.record_ignored_every
+        ):
+            await self._record(done)
         await _report_lag(self, at_end)
         return len(logged)
 
+    def _record_due(self) -> bool:
+        owed = self._owed_since
+        return owed is not None and (
+            self.record_delay <= 0 or asyncio.get_running_loop().time() - owed >= self.record_delay
+        )
+
+    def idle_wait(self) -> float:
+        owed = self._owed_since
+        if owed is None:
+            return self.poll_interval
+        left = owed + self.record_delay - asyncio.get_running_loop().time()
+        return min(self.poll_interval, max(left, 0.0))
+
     async def _record(self, done: int) -> None:
         self._position = None
+        self._owed_since = None
         if await self.store.advance(self.name, done):
             self._position = self._recorded = done
 

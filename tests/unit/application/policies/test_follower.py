@@ -459,3 +459,39 @@ async def test_the_emitter_forgets_the_oldest_jobs_beyond_its_bound(app):
     await follower.run_once()
     assert [n.job_id for n in emit.publisher.published] == [first.id, second.id]
     assert store.histories_read == 1  # the first one, forgotten when the second came
+
+
+async def test_with_a_record_delay_effects_are_recorded_once_for_the_batches_of_that_time(app):
+    store = TallyingStore(app.store)
+    await _two_jobs(app)
+    seen, follower = await _seen_by(store, poll_interval=60, record_delay=0.2)
+    stop = asyncio.Event()
+    running = asyncio.create_task(follower.run(stop))
+    try:
+        for _ in range(500):
+            if len(seen) == 4:
+                break
+            await asyncio.sleep(0.01)
+        await _more(app, "other")
+        follower.wake.set()
+        for _ in range(500):
+            if len(seen) == 6:
+                break
+            await asyncio.sleep(0.01)
+        assert store.advances == []  # both batches handled, nothing recorded yet
+        for _ in range(500):
+            if store.advances:
+                break
+            await asyncio.sleep(0.01)
+        assert store.advances == [6]  # without another wake, once the delay ran out
+        await _more(app, "third")
+        follower.wake.set()
+        for _ in range(500):
+            if len(seen) == 8:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await running
+    assert store.advances == [6, 8]  # stopping records what was owed
+    assert seen == [1, 2, 3, 4, 5, 6, 7, 8]
