@@ -21,6 +21,9 @@ Handler = Callable[[LoggedEvent], Awaitable[None]]
 Interest = Callable[[DomainEvent], bool]
 Observer = Callable[[LoggedEvent], None]
 
+STOP_RECORD_TIMEOUT = 5.0
+"""How long a stopping follower waits for its position to be recorded."""
+
 RECORD_IGNORED_EVERY = 1000
 """A follower whose batches hold only events it ignores records its position once it moved
 this far (in notification ids) past the recorded one, not after each batch."""
@@ -265,10 +268,12 @@ class LogFollower(_Loop):
             self._position = self._recorded = done
 
     async def stopped(self) -> None:
+        """Records what was handled past the record; a store that does not answer soon is
+        not waited for (the events are handled again after the restart)."""
         position = self._position
         if position is not None and position > self._recorded:
             with contextlib.suppress(Exception):
-                await self._record(position)
+                await asyncio.wait_for(self._record(position), STOP_RECORD_TIMEOUT)
 
     async def measure_lag(self) -> None:
         last = await self.store.last_notification_id()
