@@ -7,9 +7,10 @@ float64 in the shortest round-trip form (ECMAScript style exponents).
 
 from __future__ import annotations
 
-import json
 import math
+import re
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 _ESCAPES = {
@@ -19,15 +20,19 @@ _ESCAPES = {
     "\u2028": "\\u2028",
     "\u2029": "\\u2029",
 }
-_NEEDS_ESCAPE = frozenset(_ESCAPES)
+_ESCAPE_TABLE = {ord(ch): escaped for ch, escaped in _ESCAPES.items()}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def encode_string(value: str) -> str:
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
-        value = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in value)
-    text = json.dumps(value, ensure_ascii=False)
-    if _NEEDS_ESCAPE.intersection(text):
-        text = "".join(_ESCAPES.get(ch, ch) for ch in text)
+    """A JSON string as Go writes it: lone surrogates become U+FFFD, ``<>&`` and U+2028/U+2029
+    are escaped; the rest as the stdlib's C encoder writes it without ASCII escaping."""
+    ascii_only = value.isascii()
+    if not ascii_only and _SURROGATE.search(value):
+        value = _SURROGATE.sub("\ufffd", value)
+    text: str = encode_basestring(value)
+    if "<" in text or ">" in text or "&" in text or not ascii_only:
+        text = text.translate(_ESCAPE_TABLE)
     return text
 
 

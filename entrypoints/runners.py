@@ -16,6 +16,7 @@ from adapters.metrics.prometheus import PrometheusMetrics
 from application.ports.messaging import WorkConsumer
 from application.readiness import Dependency, Readiness
 from entrypoints.bootstrap import bootstrap
+from entrypoints.heap import freeze_startup_heap
 from entrypoints.http.app import create_app
 from entrypoints.http.ops import create_health_app, create_starting_app
 from entrypoints.http.request_deadlines import DeadlineH11Protocol
@@ -323,6 +324,7 @@ async def _serve_all(settings: Settings, shutdown: Shutdown, sock: socket.socket
             if requeued:
                 log.info("requeued %d pending jobs after a restart", requeued)
         server = _uvicorn(settings, create_app(fetcher.api, security))
+        freeze_startup_heap()
         log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
         await _supervise(
             shutdown,
@@ -345,6 +347,7 @@ async def api(settings: Settings) -> None:
         if fetcher is None:
             return
         server = _uvicorn(settings, create_app(fetcher.api, security))
+        freeze_startup_heap()
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _supervise(
             shutdown, fetcher.probes.readiness, _serve_http(server, shutdown.stop, sock)
@@ -373,6 +376,7 @@ async def _background_role(
                 if fetcher is None:
                     return
                 probes.readiness.use(fetcher.probes.readiness.dependencies)
+                freeze_startup_heap()
                 await _all(probes.readiness.probe_until_live(shutdown.stop), run(fetcher, shutdown))
 
         await _supervise(

@@ -68,6 +68,25 @@ class Chainer:
             sealed.append(StoredEvent(job_id, version, stored.topic, state))
         return sealed, batch
 
+    def unknown_previous(self, events: Sequence[StoredEvent]) -> list[tuple[UUID, int]]:
+        """The (job id, version) of each event ``seal`` would have to read for ``events``:
+        the predecessors neither earlier in ``events`` nor remembered (for a reader that
+        fetches them first, asynchronously)."""
+        batch: dict[UUID, int] = {}
+        unknown: list[tuple[UUID, int]] = []
+        for stored in events:
+            if not stored.topic.startswith(JOB_TOPIC_PREFIX):
+                continue
+            job_id = stored.originator_id
+            assert isinstance(job_id, UUID)
+            version = int(stored.originator_version)
+            if version > 1 and batch.get(job_id) != version - 1:
+                head = self._head(job_id)
+                if head is None or head[0] != version - 1:
+                    unknown.append((job_id, version - 1))
+            batch[job_id] = version
+        return unknown
+
     def _prev(
         self,
         job_id: UUID,

@@ -42,11 +42,12 @@ from eventsourcing.persistence import (
     Tracking,
     UUIDAsHex,
 )
-from eventsourcing.postgres import PostgresFactory
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from psycopg.sql import SQL, Identifier
 
 from adapters.common.postgres import PostgresAddress
 from adapters.eventstore import raw_log
+from adapters.eventstore.async_postgres import AsyncPostgresEvents
 from adapters.eventstore.chaining import Chainer
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from domain.audit_chain import Record
@@ -140,10 +141,19 @@ class EventsourcingJobEventStore(JobEventStore):
     """
 
     def __init__(
-        self, env: Mapping[str, str], *, max_workers: int = 8, fail_fast: bool = False
+        self,
+        env: Mapping[str, str],
+        *,
+        max_workers: int = 8,
+        fail_fast: bool = False,
+        address: PostgresAddress | None = None,
     ) -> None:
         self._env = dict(env)
         self._fail_fast = fail_fast
+        self._max_workers = max_workers
+        postgres = env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres"
+        self._address = address if postgres else None
+        self._fast: AsyncPostgresEvents | None = None
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="fetcher-eventstore")
         self._init_lock = threading.Lock()
         self._factory: InfrastructureFactory[Any] | None = None
@@ -182,7 +192,7 @@ class EventsourcingJobEventStore(JobEventStore):
         )
         if fail_fast:
             env["POSTGRES_PRE_PING"] = "y"
-        return cls(env, max_workers=max_workers, fail_fast=fail_fast)
+        return cls(env, max_workers=max_workers, fail_fast=fail_fast, address=database)
 
     @classmethod
     def in_memory(cls) -> EventsourcingJobEventStore:
@@ -277,7 +287,12 @@ class EventsourcingJobEventStore(JobEventStore):
             batch = self._pending[:_BATCH_LIMIT]
             del self._pending[:_BATCH_LIMIT]
             try:
-                outcomes = await self._run(self._append_batch, [events for events, _ in batch])
+                events_of = [events for events, _ in batch]
+                fast = await self._fast_path()
+                if fast is not None:
+                    outcomes = await self._append_batch_async(fast, events_of)
+                else:
+                    outcomes = await self._run(self._append_batch, events_of)
             except asyncio.CancelledError:
                 for _, done in (*batch, *self._pending):
                     done.cancel()
@@ -330,17 +345,104 @@ class EventsourcingJobEventStore(JobEventStore):
         self._chain.remember_heads(heads)
         return ids
 
+    async def _append_batch_async(
+        self, fast: AsyncPostgresEvents, batch: list[list[DomainEvent]]
+    ) -> list[int | BaseException]:
+        """``_append_batch`` on the event loop (PostgreSQL)."""
+        if len(batch) > 1:
+            try:
+                every = [event for events in batch for event in events]
+                ids = await self._insert_async(fast, every)
+            except RecordConflictError:
+                pass
+            else:
+                outcomes: list[int | BaseException] = []
+                start = 0
+                for events in batch:
+                    outcomes.append(max(ids[start : start + len(events)]))
+                    start += len(events)
+                return outcomes
+        outcomes = []
+        for events in batch:
+            try:
+                outcomes.append(max(await self._insert_async(fast, events)))
+            except RecordConflictError as conflict:
+                outcomes.append(conflict)
+        return outcomes
+
+    async def _insert_async(
+        self, fast: AsyncPostgresEvents, events: list[DomainEvent]
+    ) -> Sequence[int]:
+        mapper = self._opened_mapper()
+        stored = [mapper.to_stored_event(e) for e in events]
+        previous: dict[tuple[UUID, int], StoredEvent] = {}
+        for job_id, version in self._chain.unknown_previous(stored):
+            found = await fast.select(job_id, after=version - 1, up_to=version)
+            if found:
+                previous[(job_id, version)] = found[0]
+        sealed, heads = self._chain.seal(stored, lambda job, version: previous.get((job, version)))
+        ids = await fast.insert(sealed)
+        if len(ids) != len(events):
+            raise RuntimeError("the database did not return a notification id for every event")
+        self._chain.remember_heads(heads)
+        return ids
+
+    async def _fast_path(self) -> AsyncPostgresEvents | None:
+        """On PostgreSQL, the reads of a stream and the inserts, on the event loop
+        (``adapters.eventstore.async_postgres``), once the library has created the tables."""
+        if self._address is None:
+            return None
+        if self._fast is None:
+            recorder, _ = await self._run(self._ensure_open)
+            if not isinstance(recorder, PostgresApplicationRecorder):
+                return None
+            fast = AsyncPostgresEvents(
+                self._address,
+                schema=recorder.datastore.schema,
+                table=recorder.events_table_name,
+                channel=recorder.channel_name,
+                pool_size=self._max_workers,
+                connect_timeout=float(self._env.get("POSTGRES_CONNECT_TIMEOUT", "5")),
+                lock_timeout=int(self._env.get("POSTGRES_LOCK_TIMEOUT", "10")),
+                attempts=2 if self._fail_fast else 10,
+            )
+            if self._fast is None:
+                self._fast = fast
+        return self._fast
+
+    def _opened_mapper(self) -> Mapper[UUID]:
+        mapper = self._mapper
+        if mapper is None:
+            raise Unavailable("the event store is closed")
+        return mapper
+
     async def job_events(self, job_id: UUID) -> list[JobEvent]:
-        return await self._run(self._select, job_id, JobEvent)
+        return await self._read_stream(job_id, JobEvent)
 
     async def slot_events(self, slot_id: UUID) -> list[RequestSlotTaken]:
-        return await self._run(self._select, slot_id, RequestSlotTaken)
+        return await self._read_stream(slot_id, RequestSlotTaken)
+
+    async def _read_stream(self, originator_id: UUID, kind: type[T]) -> list[T]:
+        fast = await self._fast_path()
+        if fast is None:
+            return await self._run(self._select, originator_id, kind)
+        records = await fast.select(originator_id)
+        return self._decoded(self._opened_mapper(), originator_id, records, kind)
 
     def _select(self, originator_id: UUID, kind: type[T]) -> list[T]:
         recorder, mapper = self._ensure_open()
-        out: list[T] = []
         records = self._attempts(recorder.select_events)(originator_id)
+        return self._decoded(mapper, originator_id, records, kind)
+
+    def _decoded(
+        self,
+        mapper: Mapper[UUID],
+        originator_id: UUID,
+        records: Sequence[StoredEvent],
+        kind: type[T],
+    ) -> list[T]:
         self._chain.remember_read(records)
+        out: list[T] = []
         for stored in records:
             event = self._decode(mapper, stored)
             if not isinstance(event, kind):
@@ -419,6 +521,8 @@ class EventsourcingJobEventStore(JobEventStore):
         if self._closed:
             return
         self._closed = True
+        if self._fast is not None:
+            await self._fast.close()
         await asyncio.to_thread(self._shutdown)
 
     def _shutdown(self) -> None:

@@ -143,3 +143,61 @@ async def test_a_fail_fast_store_answers_unavailable_within_its_connect_timeout(
             assert await store.job_events(job) == _full_history(job)
         finally:
             await store.close()
+
+
+async def test_connections_the_database_dropped_are_replaced_without_an_error(
+    pg_event_database: str,
+) -> None:
+    """A database restart drops every pooled connection: the API's next read and append go
+    through on new connections instead of answering ``Unavailable`` once per dropped one."""
+    import asyncpg
+
+    address = PostgresAddress.from_url(pg_event_database)
+    store = EventsourcingJobEventStore.for_database(
+        address, schema=f"t_{uuid.uuid4().hex[:12]}", fail_fast=True
+    )
+    try:
+        await store.open()
+        job = uuid4()
+        history = _full_history(job)
+        await store.append(history[:1])
+        assert await store.job_events(job) == history[:1]
+        admin = await asyncpg.connect(pg_event_database)
+        try:
+            dropped = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = $1 AND pid <> pg_backend_pid() AND application_name = ''",
+                address.database,
+            )
+        finally:
+            await admin.close()
+        assert dropped >= 1
+        await store.append(history[1:2])
+        assert await store.job_events(job) == history[:2]
+    finally:
+        await store.close()
+
+
+async def test_a_store_that_did_not_write_a_stream_chains_onto_it(pg_event_database: str) -> None:
+    """The digest chain links an event to its predecessor even when another process wrote
+    that one (the predecessor is read before sealing)."""
+    from domain.audit_chain import prev_digest_of, split_sealed
+
+    job, schema = uuid4(), f"t_{uuid.uuid4().hex[:12]}"
+    address = PostgresAddress.from_url(pg_event_database)
+    history = _full_history(job)
+    first = EventsourcingJobEventStore.for_database(address, schema=schema)
+    second = EventsourcingJobEventStore.for_database(address, schema=schema)
+    try:
+        await first.append(history[:1])
+        await second.append(history[1:2])
+        records = [r for r in await second.read_records(0, 10) if r.originator_id == str(job)]
+        assert [r.version for r in records] == [1, 2]
+        body_1, digest_1 = split_sealed(records[0].state)
+        body_2, _ = split_sealed(records[1].state)
+        assert digest_1 is not None
+        assert prev_digest_of(body_1) == ""
+        assert prev_digest_of(body_2) == digest_1
+    finally:
+        await first.close()
+        await second.close()

@@ -126,3 +126,23 @@ def test_hash_is_independent_of_key_order_but_not_of_field_order():
 )
 def test_go_float_formatting(value, text):
     assert gojson.encode_float(value) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("plain", '"plain"'),
+        ("<a href='x'>&", "\"\\u003ca href='x'\\u003e\\u0026\""),
+        ("line\u2028para\u2029", '"line\\u2028para\\u2029"'),
+        ("é😀", '"é😀"'),
+        ("lone \ud800 surrogate", '"lone \ufffd surrogate"'),
+        (
+            'quote " back \\ nl \n tab \t nul \x00 del \x7f',
+            '"quote \\" back \\\\ nl \\n tab \\t nul \\u0000 del \x7f"',
+        ),
+        ("", '""'),
+    ],
+)
+def test_go_string_encoding(value, text):
+    """As Go's ``json.Marshal`` writes these strings."""
+    assert gojson.encode_string(value) == text
