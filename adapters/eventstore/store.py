@@ -453,7 +453,14 @@ class EventsourcingJobEventStore(JobEventStore):
     async def read_log(self, after: int, limit: int) -> list[LoggedEvent]:
         if limit <= 0:
             return []
-        return await self._run(self._read_log, after, limit)
+        fast = await self._fast_path()
+        if fast is None:
+            return await self._run(self._read_log, after, limit)
+        mapper = self._opened_mapper()
+        return [
+            LoggedEvent(notification_id, self._decode(mapper, stored))
+            for notification_id, stored in await fast.select_log(after, limit)
+        ]
 
     def _read_log(self, after: int, limit: int) -> list[LoggedEvent]:
         recorder, mapper = self._ensure_open()
