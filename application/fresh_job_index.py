@@ -30,8 +30,8 @@ class FreshJobIndex(JobIndex):
         while await follower.run_once():
             pass
 
-    async def project(self, logged: Sequence[LoggedEvent]) -> None:
-        await self.index.project(logged)
+    async def project(self, logged: Sequence[LoggedEvent], *, after: int | None = None) -> int:
+        return await self.index.project(logged, after=after)
 
     async def position(self) -> int:
         return await self.index.position()

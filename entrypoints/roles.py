@@ -28,6 +28,7 @@ from application.policies.follower import (
     LogFollower,
     PeriodicTask,
     ProjectionFollower,
+    SharedLogReads,
     WakeOnGrowth,
 )
 from application.policies.publish_work_orders import PublishWorkOrders
@@ -71,6 +72,15 @@ T = TypeVar("T")
 REAPER_POLL_SECONDS = 5.0
 """With the lease, bounds how long a dead worker's job waits for the reaper's dispatch."""
 AUDIT_POLL_SECONDS = 1.0
+RECORD_DELAY_SECONDS = 0.1
+"""The dispatcher and the emitter record their position at most this long after publishing
+(once for everything published meanwhile); a relay that crashes publishes again at most what
+it published in that time (at least once: a duplicate work order is dropped by the claim, a
+duplicate event has the same ``ce-id``)."""
+PROJECTION_SETTLE_SECONDS = 0.05
+"""The job index waits this long after a wake before it reads, so it projects bigger batches
+less often (it is read by queries that tolerate this, and brought up to date first where
+they do not)."""
 PROJECTION = "projection"
 FOLLOWERS = (publish_work_orders.FOLLOWER_NAME, emit_events.FOLLOWER_NAME, PROJECTION)
 
@@ -309,6 +319,8 @@ def build_relay(
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
     loses what it holds when the process stops, so pending jobs are queued again at start.
     ``watch``: the followers also wake when it tells that the log grew."""
+    reads = SharedLogReads(store)
+    emit = EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics)
     relay = Relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
@@ -321,15 +333,22 @@ def build_relay(
                 tracer=tracer,
                 metrics=metrics,
             ),
+            interested=PublishWorkOrders.interested,
+            record_delay=RECORD_DELAY_SECONDS,
             poll_interval=poll_interval,
             metrics=metrics,
+            reads=reads,
         ),
         emitter=LogFollower(
             name=emit_events.FOLLOWER_NAME,
             store=store,
-            handle=EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics),
+            handle=emit,
+            interested=EmitJobEvents.interested,
+            observe=emit.observe,
+            record_delay=RECORD_DELAY_SECONDS,
             poll_interval=poll_interval,
             metrics=metrics,
+            reads=reads,
         ),
         projection=ProjectionFollower(
             name=PROJECTION,
@@ -337,6 +356,8 @@ def build_relay(
             index=job_index,
             poll_interval=poll_interval,
             metrics=metrics,
+            reads=reads,
+            settle=PROJECTION_SETTLE_SECONDS,
         ),
         reaper=PeriodicTask(
             name="reaper",

@@ -1,14 +1,15 @@
-"""The event store's two hot statements on PostgreSQL, on asyncpg: reading one stream, and
-inserting events in the library's commit-ordered way.
+"""The event store's hot statements on PostgreSQL, on asyncpg: reading one stream, reading the
+notification log, and inserting events in the library's commit-ordered way.
 
 ``eventsourcing``'s PostgreSQL recorder is synchronous (psycopg), so the store calls it on a
 thread pool. A job's submission and run read a stream and append to it several times each; on
 the recorder, every one of those is a hop to the pool and back and psycopg's Python-level work
 (its pipeline, the text dump of the composite array). These two statements run here instead,
-on the event loop, against the library's own tables: same columns, same table lock and
+on the event loop, against the library's own tables: same columns, same order, same table lock and
 ``NOTIFY`` in each inserting transaction (so notification ids still commit in order and the
 listeners still wake), same refusal of a version taken twice (``RecordConflictError``). Every
-other use of the tables (the notification log, trackings, table creation) stays on the library.
+other use of the tables (trackings, table creation, the audit's raw records) stays on the
+library.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ class AsyncPostgresEvents:
             "AND originator_version > $2 AND originator_version <= $3 "
             "ORDER BY originator_version"
         )
+        self._log = (
+            "SELECT notification_id, originator_id, originator_version, topic, state "
+            f"FROM {name} WHERE notification_id > $1 ORDER BY notification_id LIMIT $2"
+        )
         self._lock = (
             f"SET LOCAL lock_timeout = '{int(lock_timeout)}s'; "
             f"LOCK TABLE {name} IN EXCLUSIVE MODE; NOTIFY {_quote(channel)}"
@@ -147,6 +152,17 @@ class AsyncPostgresEvents:
             pool = await self._connect()
             rows = await pool.fetch(self._select, originator_id, after, up_to)
             return [StoredEvent(row[0], row[1], row[2], row[3]) for row in rows]
+
+        return await self._retrying(attempt)
+
+    async def select_log(self, after: int, limit: int) -> list[tuple[int, StoredEvent]]:
+        """The notification log after ``after``, at most ``limit`` events, in order: each
+        event with its notification id."""
+
+        async def attempt() -> list[tuple[int, StoredEvent]]:
+            pool = await self._connect()
+            rows = await pool.fetch(self._log, after, limit)
+            return [(row[0], StoredEvent(row[1], row[2], row[3], row[4])) for row in rows]
 
         return await self._retrying(attempt)
 

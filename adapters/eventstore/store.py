@@ -453,7 +453,14 @@ class EventsourcingJobEventStore(JobEventStore):
     async def read_log(self, after: int, limit: int) -> list[LoggedEvent]:
         if limit <= 0:
             return []
-        return await self._run(self._read_log, after, limit)
+        fast = await self._fast_path()
+        if fast is None:
+            return await self._run(self._read_log, after, limit)
+        mapper = self._opened_mapper()
+        return [
+            LoggedEvent(notification_id, self._decode(mapper, stored))
+            for notification_id, stored in await fast.select_log(after, limit)
+        ]
 
     def _read_log(self, after: int, limit: int) -> list[LoggedEvent]:
         recorder, mapper = self._ensure_open()
@@ -487,11 +494,11 @@ class EventsourcingJobEventStore(JobEventStore):
         recorder, _ = self._ensure_open()
         return self._attempts(recorder.max_tracking_id)(follower) or 0
 
-    async def advance(self, follower: str, notification_id: int) -> None:
+    async def advance(self, follower: str, notification_id: int) -> bool:
         _check_follower(follower)
-        await self._run(self._advance, follower, notification_id)
+        return await self._run(self._advance, follower, notification_id)
 
-    def _advance(self, follower: str, notification_id: int) -> None:
+    def _advance(self, follower: str, notification_id: int) -> bool:
         """One statement: each recorder refuses (``IntegrityError``) a position that is not
         past the recorded one (the single-row upsert on PostgreSQL and SQLite, the in-memory
         recorder's check), so a position never moves backwards."""
@@ -500,7 +507,8 @@ class EventsourcingJobEventStore(JobEventStore):
             self._attempts(recorder.insert_tracking)(Tracking(follower, notification_id))
         except IntegrityError:
             # This position (or a later one) was recorded first, e.g. by a concurrent advance.
-            return
+            return False
+        return True
 
     async def check(self) -> None:
         await self._run(self._check)

@@ -117,12 +117,14 @@ class InMemoryJobEventStore(JobEventStore):
         _check_follower(follower)
         return self._positions.get(follower, 0)
 
-    async def advance(self, follower: str, notification_id: int) -> None:
+    async def advance(self, follower: str, notification_id: int) -> bool:
         self._guard()
         _check_follower(follower)
         with self._lock:
             if notification_id > self._positions.get(follower, 0):
                 self._positions[follower] = notification_id
+                return True
+            return False
 
     async def check(self) -> None:
         self._guard()

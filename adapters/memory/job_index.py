@@ -27,7 +27,7 @@ class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
         if self.unavailable:
             raise Unavailable("simulated job index outage")
 
-    async def project(self, logged: Sequence[LoggedEvent]) -> None:
+    async def project(self, logged: Sequence[LoggedEvent], *, after: int | None = None) -> int:
         self._check()
         for item in logged:
             if item.notification_id <= self._position:
@@ -40,6 +40,7 @@ class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
                     self.reports.pop(job_id, None)
                     self.leases.pop(job_id, None)
             self._position = item.notification_id
+        return self._position
 
     async def position(self) -> int:
         self._check()

@@ -4,7 +4,7 @@ Each job row records its tenant; a table created before tenants existed is upgra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -27,6 +27,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -95,23 +96,45 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
         await create_tables(self._engine, _metadata, upgrade=_upgrade)
         await create_tables(self._engine, lease_metadata)
 
-    async def project(self, logged: Sequence[LoggedEvent]) -> None:
+    async def project(self, logged: Sequence[LoggedEvent], *, after: int | None = None) -> int:
+        """One transaction per batch. With ``after`` (the position the caller believes
+        current), the position row is moved past the batch in one statement that holds only
+        if it still reads ``after``; that row lock orders concurrent projectors as the locked
+        read does. Otherwise, or when another process moved it, the position is read under a
+        lock and only the events past it are applied."""
         if not logged:
-            return
+            return await self.position() if after is None else after
+        last = logged[-1].notification_id
         try:
             async with self._engine.begin() as conn:
-                current = await self._locked_position(conn)
-                fresh = [item for item in logged if item.notification_id > current]
-                if not fresh:
-                    return
+                fresh: Sequence[LoggedEvent] = [
+                    i for i in logged if i.notification_id > (after or 0)
+                ]
+                if after is None or not fresh or not await self._moved(conn, after, last):
+                    current = await self._locked_position(conn)
+                    fresh = [item for item in logged if item.notification_id > current]
+                    if not fresh:
+                        return current
+                    await conn.execute(
+                        update(positions)
+                        .where(positions.c.name == PROJECTION)
+                        .values(position=fresh[-1].notification_id)
+                    )
                 await self._apply(conn, fresh)
-                await conn.execute(
-                    update(positions)
-                    .where(positions.c.name == PROJECTION)
-                    .values(position=fresh[-1].notification_id)
-                )
+                return fresh[-1].notification_id
         except sa_exc.DBAPIError as error:
             raise Unavailable() from error
+
+    async def _moved(self, conn: AsyncConnection, after: int, last: int) -> bool:
+        """Moves the position from ``after`` to ``last``; False when it was not at ``after``."""
+        if last <= after:
+            return False
+        moved = await conn.execute(
+            update(positions)
+            .where(positions.c.name == PROJECTION, positions.c.position == after)
+            .values(position=last)
+        )
+        return moved.rowcount == 1
 
     async def _locked_position(self, conn: AsyncConnection) -> int:
         query = select(positions.c.position).where(positions.c.name == PROJECTION)
@@ -124,40 +147,58 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
         return int(value)
 
     async def _apply(self, conn: AsyncConnection, logged: Sequence[LoggedEvent]) -> None:
+        """A few statements per batch whatever its size: the jobs it touches read with their
+        datasources in one query, the changed rows written in one upsert (where the dialect
+        has one), the new jobs' datasources in one insert, the ended jobs' progress and leases
+        dropped in one statement each."""
         ids = {item.event.originator_id for item in logged}
-        rows = (await conn.execute(select(jobs).where(jobs.c.job_id.in_(ids)))).all()
-        known: dict[Any, JobSummary] = {s.job_id: s for s in await _summaries(conn, rows)}
-        before = dict(known)
+        before: dict[Any, JobSummary] = {s.job_id: s for s in await _summaries_of(conn, ids)}
+        known = dict(before)
         for item in logged:
             job_id = item.event.originator_id
             summary = summarise(known.get(job_id), item.event)
             if summary is not None:
                 known[job_id] = summary
-        for job_id, summary in known.items():
-            values = {
-                "status": summary.status,
-                "created_at": summary.created_at,
-                "lease_until": summary.lease_until,
-                "attempts": summary.attempts,
-            }
-            if job_id not in before:
-                await conn.execute(
-                    insert(jobs).values(job_id=job_id, tenant=summary.tenant.id, **values)
-                )
-                await conn.execute(
-                    delete(job_datasources).where(job_datasources.c.job_id == job_id)
-                )
-                if summary.datasources:
-                    await conn.execute(
-                        insert(job_datasources),
-                        [{"job_id": job_id, "config_name": n} for n in summary.datasources],
-                    )
-            elif before[job_id] != summary:
-                await conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
+        new = [summary for job_id, summary in known.items() if job_id not in before]
+        changed = [
+            summary
+            for job_id, summary in known.items()
+            if job_id in before and before[job_id] != summary
+        ]
+        await self._write_rows(conn, new, changed)
+        if new:
+            await conn.execute(
+                delete(job_datasources).where(job_datasources.c.job_id.in_([s.job_id for s in new]))
+            )
+            names = [
+                {"job_id": s.job_id, "config_name": name} for s in new for name in s.datasources
+            ]
+            if names:
+                await conn.execute(insert(job_datasources), names)
         ended = [job_id for job_id, summary in known.items() if summary.status in ENDED]
         if ended:
             await conn.execute(delete(job_progress).where(job_progress.c.job_id.in_(ended)))
             await conn.execute(delete(job_leases).where(job_leases.c.job_id.in_(ended)))
+
+    async def _write_rows(
+        self, conn: AsyncConnection, new: list[JobSummary], changed: list[JobSummary]
+    ) -> None:
+        upsert = _UPSERT_JOBS.get(conn.dialect.name)
+        if upsert is not None:
+            rows = [_row(s) for s in (*new, *changed)]
+            if rows:
+                # Many rows go as one multi-row statement (SQLAlchemy's "insertmanyvalues").
+                await conn.execute(upsert, rows)
+            return
+        if new:
+            await conn.execute(insert(jobs), [_row(s) for s in new])
+        for summary in changed:
+            row = _row(summary)
+            await conn.execute(
+                update(jobs)
+                .where(jobs.c.job_id == summary.job_id)
+                .values({name: row[name] for name in _CHANGING})
+            )
 
     async def position(self) -> int:
         try:
@@ -254,6 +295,68 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
         if row is None:
             return None
         return JobProgress(row.job_id, row.attempt, row.rows, row.bytes, row.updated_at)
+
+
+_CHANGING = ("status", "created_at", "lease_until", "attempts")
+"""The columns of a job row that its events change (its tenant never does)."""
+
+
+def _upsert_jobs(upsert: Any) -> Any:
+    statement = upsert(jobs)
+    return statement.on_conflict_do_update(
+        index_elements=[jobs.c.job_id],
+        set_={name: statement.excluded[name] for name in _CHANGING},
+    )
+
+
+_UPSERT_JOBS: dict[str, Any] = {
+    "postgresql": _upsert_jobs(postgresql.insert),
+    "sqlite": _upsert_jobs(sqlite.insert),
+}
+"""Per dialect that has ``INSERT ... ON CONFLICT DO UPDATE``: new and changed job rows in one
+statement, built once (its compiled form is cached)."""
+
+
+def _row(summary: JobSummary) -> dict[str, Any]:
+    return {
+        "job_id": summary.job_id,
+        "tenant": summary.tenant.id,
+        "status": summary.status,
+        "created_at": summary.created_at,
+        "lease_until": summary.lease_until,
+        "attempts": summary.attempts,
+    }
+
+
+async def _summaries_of(conn: AsyncConnection, ids: Collection[Any]) -> list[JobSummary]:
+    """Summaries of the jobs among ``ids`` that the index holds, with their datasources, in
+    one query."""
+    found = await conn.execute(
+        select(jobs, job_datasources.c.config_name)
+        .outerjoin(job_datasources, job_datasources.c.job_id == jobs.c.job_id)
+        .where(jobs.c.job_id.in_(ids))
+        .order_by(jobs.c.job_id, job_datasources.c.config_name)
+    )
+    rows: dict[Any, Any] = {}
+    names: dict[Any, list[str]] = {}
+    for row in found:
+        if row.job_id not in rows:
+            rows[row.job_id] = row
+            names[row.job_id] = []
+        if row.config_name is not None:
+            names[row.job_id].append(row.config_name)
+    return [
+        JobSummary(
+            row.job_id,
+            row.status,
+            tuple(names[job_id]),
+            row.created_at,
+            row.lease_until,
+            row.attempts,
+            Tenant(row.tenant),
+        )
+        for job_id, row in rows.items()
+    ]
 
 
 def _upgrade(conn: Connection) -> None:

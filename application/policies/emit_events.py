@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from uuid import UUID
+
+from eventsourcing.domain import DomainEvent
 
 from application.errors import PublishFailed
 from application.log_context import log_fields
@@ -14,9 +17,13 @@ from application.ports.messaging import JobEventPublisher, JobNotification
 from application.ports.metrics import NO_METRICS, MessageKind, RelayMetrics
 from application.ports.tracer import NO_TRACER, Tracer
 from domain import job as jobs
-from domain.job import JobCompleted, JobFailed
+from domain.job import JobCompleted, JobEvent, JobFailed
 
 FOLLOWER_NAME = "emitter"
+
+REMEMBERED_JOBS = 10_000
+"""How many unfinished jobs' events the emitter keeps from the log at most (the oldest go
+first; a job it forgot has its history read from the store)."""
 
 log = logging.getLogger(__name__)
 
@@ -24,16 +31,52 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class EmitJobEvents:
     """Publishes the event with the request's id, in a ``job.publish`` span joined to the
-    request's trace (its context travels in the event's headers)."""
+    request's trace (its context travels in the event's headers).
+
+    The job is folded from its events: those the log showed it (``observe``, called for every
+    event in the log's order) when it saw them all from the first, else those the store
+    holds."""
 
     store: JobEventStore
     publisher: JobEventPublisher
     tracer: Tracer = field(default=NO_TRACER)
     metrics: RelayMetrics = NO_METRICS
+    remembered_jobs: int = REMEMBERED_JOBS
     _attempts: PublishAttempts = field(init=False)
+    _seen: dict[UUID, list[JobEvent]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._attempts = PublishAttempts(MessageKind.EVENT, self.metrics)
+
+    def observe(self, logged: LoggedEvent) -> None:
+        """Remembers the events of each job the log showed from its first one on, in order."""
+        event = logged.event
+        if not isinstance(event, JobEvent):
+            return
+        job_id = event.originator_id
+        seen = self._seen.get(job_id)
+        if seen is None:
+            if event.originator_version != 1:
+                return  # its first events came before this follower began
+            if len(self._seen) >= self.remembered_jobs:
+                del self._seen[next(iter(self._seen))]
+            self._seen[job_id] = [event]
+        elif event.originator_version == seen[-1].originator_version + 1:
+            seen.append(event)
+        elif event.originator_version > seen[-1].originator_version:
+            del self._seen[job_id]  # a gap: what it knows is not the whole history
+        # else: an event seen before, when the log is read again after a failure
+
+    async def _history(self, event: JobEvent) -> list[JobEvent]:
+        seen = self._seen.get(event.originator_id)
+        if seen is not None and seen[-1].originator_version >= event.originator_version:
+            return seen[: event.originator_version]
+        return await self.store.job_events(event.originator_id)
+
+    @staticmethod
+    def interested(event: DomainEvent) -> bool:
+        """Only terminal events are published."""
+        return isinstance(event, JobCompleted | JobFailed)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event
@@ -41,7 +84,7 @@ class EmitJobEvents:
             return
         history = [
             e
-            for e in await self.store.job_events(event.originator_id)
+            for e in await self._history(event)
             if e.originator_version <= event.originator_version
         ]
         job = jobs.fold(history)
@@ -78,3 +121,4 @@ class EmitJobEvents:
                 )
                 raise
             log.info("job.event.published", extra={"status": job.status})
+        self._seen.pop(job.id, None)

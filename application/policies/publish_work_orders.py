@@ -6,6 +6,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from eventsourcing.domain import DomainEvent
+
 from application.errors import PublishFailed
 from application.log_context import log_fields
 from application.policies.messages import work_order
@@ -44,6 +46,11 @@ class PublishWorkOrders:
 
     def __post_init__(self) -> None:
         self._attempts = PublishAttempts(MessageKind.WORK_ORDER, self.metrics)
+
+    @staticmethod
+    def interested(event: DomainEvent) -> bool:
+        """Only requests are dispatched."""
+        return isinstance(event, JobRequested)
 
     async def __call__(self, logged: LoggedEvent) -> None:
         event = logged.event

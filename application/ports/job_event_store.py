@@ -31,7 +31,8 @@ class JobEventStore(Protocol):
       most ``limit``. Every appended event appears in the log exactly once.
     - ``last_notification_id`` is the id of the newest event in the log (0 when empty).
     - ``position``/``advance`` keep one tracked position per follower name; ``advance`` never
-      moves a position backwards.
+      moves a position backwards: it answers False (and records nothing) when that position or
+      a later one was recorded first, True when it recorded it.
     - Unavailability raises ``domain.errors.Unavailable``. All methods are safe to call from the
       event loop (the implementation never blocks it).
     """
@@ -48,7 +49,7 @@ class JobEventStore(Protocol):
 
     async def position(self, follower: str) -> int: ...
 
-    async def advance(self, follower: str, notification_id: int) -> None: ...
+    async def advance(self, follower: str, notification_id: int) -> bool: ...
 
     async def check(self) -> None:
         """Readiness probe: raises ``Unavailable`` when the store cannot be reached."""

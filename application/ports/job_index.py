@@ -29,7 +29,9 @@ class JobIndex(Protocol):
     - ``project`` applies a batch of logged events (ignoring those that are not job events)
       and records the last notification id as its position **in the same transaction**, so
       the read model and its position never disagree. Replaying an already-applied batch is
-      harmless.
+      harmless. It answers its position after the batch. ``after``, when given, is the
+      position the caller believes current (the batch follows it); it is checked in the
+      transaction, and a wrong belief only costs the projection a read of its position.
     - ``is_connection_in_use`` answers whether a pending or processing job of ``tenant`` reads
       the datasource with that config name (FET-1021 on PATCH/DELETE of a connection); jobs
       of other tenants never count.
@@ -39,7 +41,7 @@ class JobIndex(Protocol):
     - Unavailability raises ``domain.errors.Unavailable``.
     """
 
-    async def project(self, logged: Sequence[LoggedEvent]) -> None: ...
+    async def project(self, logged: Sequence[LoggedEvent], *, after: int | None = None) -> int: ...
 
     async def position(self) -> int: ...
 

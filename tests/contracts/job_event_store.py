@@ -256,12 +256,12 @@ class JobEventStoreContract:
     ) -> None:
         assert await store.position("projection") == 0
 
-        await store.advance("projection", 5)
+        assert await store.advance("projection", 5) is True
         assert await store.position("projection") == 5
-        await store.advance("projection", 3)
-        await store.advance("projection", 5)
+        assert await store.advance("projection", 3) is False
+        assert await store.advance("projection", 5) is False
         assert await store.position("projection") == 5
-        await store.advance("projection", 9)
+        assert await store.advance("projection", 9) is True
         assert await store.position("projection") == 9
 
     async def test_tracking_is_kept_per_follower(self, store: JobEventStore) -> None:
@@ -272,8 +272,9 @@ class JobEventStoreContract:
         assert await store.position("projection") == 0
 
     async def test_concurrent_advances_keep_the_highest(self, store: JobEventStore) -> None:
-        await asyncio.gather(*(store.advance("emitter", n) for n in (3, 7, 1, 7, 5, 2)))
+        recorded = await asyncio.gather(*(store.advance("emitter", n) for n in (3, 7, 1, 7, 5, 2)))
         assert await store.position("emitter") == 7
+        assert sorted((recorded[1], recorded[3])) == [False, True]  # one 7 only
 
     async def test_check_passes_when_reachable(self, store: JobEventStore) -> None:
         await store.check()

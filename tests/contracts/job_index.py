@@ -70,6 +70,35 @@ class JobIndexContract:
         assert not await index.is_connection_in_use("alpha")
         assert await index.position() == 2
 
+    async def test_project_answers_its_position_after_the_batch(self, index: JobIndex) -> None:
+        log = Log()
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        assert await index.project(log(requested), after=0) == 1
+        claimed = jobs.claim(jobs.fold([requested]), "w", T0, LEASE)
+        assert await index.project(log(claimed), after=1) == 2
+        assert await index.position() == 2
+        summary = (await index.stalled(now=T0 + LEASE, pending_before=T0))[0]
+        assert (summary.status, summary.attempts) == ("processing", 1)
+
+    async def test_a_wrong_belief_of_the_position_projects_only_what_is_new(
+        self, index: JobIndex
+    ) -> None:
+        """Another process projected meanwhile: the caller still believes the old position."""
+        log = Log()
+        alpha = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        beta = jobs.request_job(uuid.uuid4(), _request(["beta"]), T0)
+        first, second = log(alpha), log(beta)
+        await index.project([*first, *second])  # the other process, up to 2
+        failed = jobs.fail(jobs.fold([alpha]), "x", T0)
+        third = log(failed)
+        # This caller believes it is at 0 and has read 1..3: only 3 is new.
+        assert await index.project([*first, *second, *third], after=0) == 3
+        assert not await index.is_connection_in_use("alpha")
+        assert await index.is_connection_in_use("beta")
+        # Believing it is at 1 with a batch the index already has changes nothing.
+        assert await index.project(second, after=1) == 3
+        assert await index.position() == 3
+
     async def test_stalled_lists_old_pending_and_expired_leases(self, index: JobIndex) -> None:
         log = Log()
         old = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from uuid import uuid4
 
@@ -201,3 +202,27 @@ async def test_a_store_that_did_not_write_a_stream_chains_onto_it(pg_event_datab
     finally:
         await first.close()
         await second.close()
+
+
+async def test_the_log_is_read_on_the_event_loop_as_the_library_reads_it(
+    pg_event_database: str,
+) -> None:
+    """On PostgreSQL the followers' reads of the log go through asyncpg, not the thread pool;
+    they answer what the library's recorder answers."""
+    address = PostgresAddress.from_url(pg_event_database)
+    store = EventsourcingJobEventStore.for_database(address, schema=f"t_{uuid.uuid4().hex[:12]}")
+    try:
+        await store.open()
+        for job in (uuid4(), uuid4()):
+            await store.append(_full_history(job))
+        store._executor.shutdown(wait=True)  # nothing may go through the pool from here
+        read = await store.read_log(2, 3)
+        store._executor = ThreadPoolExecutor(1)
+        by_library = await store._run(store._read_log, 2, 3)
+        assert [(e.notification_id, e.event) for e in read] == [
+            (e.notification_id, e.event) for e in by_library
+        ]
+        assert [e.notification_id for e in read] == [3, 4, 5]
+        assert await store.read_log(5, 100) == (await store._run(store._read_log, 5, 100))
+    finally:
+        await store.close()
