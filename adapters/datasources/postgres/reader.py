@@ -58,7 +58,8 @@ from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
-    "SET LOCAL TimeZone TO 'UTC'; SET LOCAL IntervalStyle TO 'iso_8601'; "
+    "SET LOCAL TimeZone TO 'UTC'; SET LOCAL DateStyle TO 'ISO'; "
+    "SET LOCAL IntervalStyle TO 'iso_8601'; "
     "SET LOCAL extra_float_digits TO 3"
 )
 
