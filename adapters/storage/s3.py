@@ -113,6 +113,7 @@ class S3ResultUpload(ResultUpload):
         self._key = key
         self._part_size = part_size
         self._pending = io.BytesIO()  # the part being filled: fewer than part_size bytes
+        self._sent: io.BytesIO | None = None  # the last part uploaded, its buffer to fill again
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
         self._inflight: asyncio.Task[None] | None = None
@@ -132,8 +133,13 @@ class S3ResultUpload(ResultUpload):
             raise
 
     def _take_pending(self) -> io.BytesIO:
-        body, self._pending = self._pending, io.BytesIO()
+        """The part filled so far, to send; the buffer of the part sent last (or a new one)
+        takes its place, so the memory of a part is faulted in once per upload."""
+        body = self._pending
+        body.truncate()  # what a refilled buffer held past the position (a last, short part)
         body.seek(0)
+        self._pending = self._sent if self._sent is not None else io.BytesIO()
+        self._sent = None
         return body
 
     async def commit(self) -> None:
@@ -212,6 +218,8 @@ class S3ResultUpload(ResultUpload):
                 Body=body,
             )
         self._parts[number - 1]["ETag"] = sent["ETag"]
+        body.seek(0)
+        self._sent = body
 
     async def _settle(self) -> None:
         """Waits for the part in flight; its failure surfaces here."""
