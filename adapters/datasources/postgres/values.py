@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import typing
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -64,7 +65,10 @@ _NATIVE = frozenset({
 
 _FLOAT_TYPES = frozenset({"real", "double precision", "_float4", "_float8"})
 _JSON_TYPES = frozenset({"json", "jsonb", "_json", "_jsonb"})
-ALL_CODEC_TYPES = {"double precision", "json"}
+_TIMESTAMP_TYPES = frozenset({
+    "timestamp with time zone", "timestamp without time zone", "_timestamptz", "_timestamp",
+})  # fmt: skip
+ALL_CODEC_TYPES = {"double precision", "json", "timestamp with time zone"}
 """Column types that make ``register_codecs`` register every decoder it has."""
 
 
@@ -159,9 +163,30 @@ def _float_or_text(text: str) -> float | str:
     return value if math.isfinite(value) else text
 
 
+# What asyncpg's own (binary) decoder gives for the infinite timestamps.
+_INFINITE_TIMESTAMPS = {"infinity": datetime.max, "-infinity": datetime.min}
+
+
+def _timestamptz(text: str) -> datetime:
+    """A ``timestamptz`` from its ISO text in a UTC session (``2024-01-02 03:04:05.12+00``):
+    the same value as asyncpg's binary decoder, at less than half its cost (that one adds a
+    ``timedelta`` to an epoch for every value). BC and five-digit years fail as there."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        if text in _INFINITE_TIMESTAMPS:
+            return _INFINITE_TIMESTAMPS[text]
+        raise
+
+
+def _timestamptz_text(value: datetime | str) -> str:
+    return value if isinstance(value, str) else value.isoformat()
+
+
 async def register_codecs(connection: asyncpg.Connection, types: set[str]) -> None:
     """Decoders for the column types read in this session: floats from their text (NaN and the
-    infinities stay text), JSON as the server's text."""
+    infinities stay text), JSON as the server's text, timestamps (selected as ``timestamptz``)
+    from their text, which needs the session's ``TimeZone`` at UTC and ``DateStyle`` at ISO."""
     if types & _FLOAT_TYPES:
         for name in ("float4", "float8"):
             await connection.set_type_codec(
@@ -172,3 +197,11 @@ async def register_codecs(connection: asyncpg.Connection, types: set[str]) -> No
             await connection.set_type_codec(
                 name, schema="pg_catalog", encoder=str, decoder=msgspec.Raw, format="text"
             )
+    if types & _TIMESTAMP_TYPES:
+        await connection.set_type_codec(
+            "timestamptz",
+            schema="pg_catalog",
+            encoder=_timestamptz_text,
+            decoder=_timestamptz,
+            format="text",
+        )
