@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 BROKER_GONE_SECONDS = 5.0
 """How long stopping waits on the broker for a consumer cancel or a connection close."""
 
+CONSUME_RETRY_SECONDS = 0.5
+"""The first wait before trying again to start consuming (doubling up to 5 s)."""
+
 
 class RabbitWorkConsumer(WorkConsumer):
     """Consumes the work queue, at most ``prefetch`` deliveries in flight.
@@ -93,7 +96,10 @@ class RabbitWorkConsumer(WorkConsumer):
     async def run(self) -> None:
         self._running = True
         try:
-            tag = await self._queue.consume(self._on_message)
+            tag = await self._start_consuming()
+            if tag is None:
+                await self._close()
+                return
             try:
                 await self._stopping.wait()
             finally:
@@ -101,6 +107,32 @@ class RabbitWorkConsumer(WorkConsumer):
                 await self._shutdown(tag)
         finally:
             self._finished.set()
+
+    async def _start_consuming(self) -> str | None:
+        """Starts the consumer; a broker that goes away meanwhile is waited for (the robust
+        connection reconnects), trying again with backoff until it succeeds or the consumer
+        is stopped (None). Once started, the robust channel restores the consumer itself."""
+        delay = CONSUME_RETRY_SECONDS
+        failing = False
+        while not self._stopping.is_set():
+            try:
+                tag = await self._queue.consume(self._on_message)
+            except CONNECTION_EXCEPTIONS as e:
+                if not failing:
+                    logger.warning(
+                        "could not start consuming the work queue (%s); trying again",
+                        type(e).__name__,
+                    )
+                    failing = True
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay):
+                        await self._stopping.wait()
+                delay = min(delay * 2, BROKER_GONE_SECONDS)
+                continue
+            if failing:
+                logger.info("consuming the work queue")
+            return str(tag)
+        return None
 
     async def stop(self) -> None:
         self._stopping.set()

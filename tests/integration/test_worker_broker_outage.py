@@ -9,12 +9,13 @@ import json
 import logging
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
+from uuid import uuid4
 
 import pytest
 
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from application.commands.run_job import RunLimits
-from application.ports.messaging import WorkOrder
+from application.ports.messaging import Settlement, WorkOrder
 from application.running_jobs import RunningJobs
 from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
 from entrypoints.roles import work_handler
@@ -112,3 +113,36 @@ async def test_a_worker_stops_promptly_while_the_broker_is_away(app, broker: Bro
         await asyncio.wait_for(consumer.stop(), 30)
         await asyncio.wait_for(consuming, 5)
         assert asyncio.get_running_loop().time() - started < 15
+
+
+async def test_a_worker_whose_broker_goes_away_as_it_starts_consuming_consumes_once_it_returns(
+    app, broker: Broker
+) -> None:
+    topology = broker.topology()
+    await topology.apply(AMQP_URL)
+    handled: list[WorkOrder] = []
+
+    async def handler(order: WorkOrder):
+        handled.append(order)
+        return Settlement.ACK
+
+    parts = urlsplit(AMQP_URL)
+    async with proxied(parts.hostname or "127.0.0.1", parts.port or 5672) as proxy:
+        consumer = await RabbitWorkConsumer.connect(
+            _through(proxy.port), topology.work_queue, HmacTestSigner(), handler,
+            clock=lambda: NOW, stop_timeout=1,
+        )  # fmt: skip
+        await proxy.cut()  # gone before the consumer starts
+        consuming = asyncio.create_task(consumer.run())
+        try:
+            await asyncio.sleep(1.0)
+            assert not consuming.done()  # still trying, not dead
+            await proxy.restore()
+            job_id = uuid4()
+            body = json.dumps({"jobId": str(job_id), "metadata": {"source": "p"}}).encode()
+            await _publish_order(topology.work_queue, WorkOrder(job_id, body, "req-2"))
+            await _until(lambda: len(handled) == 1, 30)
+            assert handled[0].job_id == job_id
+        finally:
+            await asyncio.wait_for(consumer.stop(), 30)
+            await asyncio.wait_for(consuming, 5)
