@@ -41,6 +41,8 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.TooManyConnectionsError,
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
+    # A connection the server dropped while asyncpg had not yet noticed can be left mid-state.
+    asyncpg.InternalClientError,
 )
 
 # Tried again as the library's recorder does: nothing was written.
@@ -139,6 +141,10 @@ class AsyncPostgresEvents:
                 if self._closed or number == self._attempts:
                     raise Unavailable("the event store cannot be reached") from error
                 log.debug("event store statement failed, trying again: %s", error)
+                if self._pool is not None and isinstance(error, _CONNECTION_ERRORS):
+                    # One dropped connection means the others were most likely dropped too
+                    # (a database restart): the next try starts on a new one.
+                    await self._pool.expire_connections()
                 if number > 1 or self._attempts > 2:
                     await asyncio.sleep(self._retry_wait)
         raise AssertionError("unreachable")
