@@ -30,6 +30,7 @@ dict / list                embedded as JSON
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import re
@@ -101,9 +102,17 @@ _UNRENAMABLE = re.compile(r'["\\\x00-\x1f]')
 def row_builder(names: Sequence[str]) -> Callable[..., Any]:
     """Builds one row object from its values in ``names`` order (sorted), which msgspec encodes
     as a JSON object with those keys: a struct type built once (fast), or plain dicts when a
-    name holds a character msgspec cannot rename a field to (``"``, ``\\``, control)."""
+    name holds a character msgspec cannot rename a field to (``"``, ``\\``, control).
+
+    The same names give the same builder: a struct type is made once per set of names, not per
+    job (making one, and msgspec's first encoding of it, cost more than a small job's rows)."""
+    return _row_builder(tuple(names))
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_builder(names: tuple[str, ...]) -> Callable[..., Any]:
     if any(_UNRENAMABLE.search(name) for name in names):
-        keys = tuple(names)
+        keys = names
         return lambda *values: dict(zip(keys, values, strict=True))
     fields = [(f"f{i}", Any) for i in range(len(names))]
     return msgspec.defstruct(

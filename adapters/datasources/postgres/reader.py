@@ -15,7 +15,8 @@ rows yield nothing (reference §10.3 item 26).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Hashable, Sequence
 from contextlib import aclosing, suppress
 from itertools import repeat, starmap
 from operator import getitem
@@ -65,6 +66,24 @@ _BEGIN_SQL = (
 )
 
 
+_STATEMENTS_KEPT = 512
+"""Statements a reader keeps for reads that come again (least recently used dropped)."""
+
+
+def _read_key(database: str, read: TableRead) -> Hashable | None:
+    """What a statement depends on, or None when a filter value cannot be a key."""
+    filters = tuple(
+        (name, tuple(sorted(conditions.items())))
+        for name, conditions in sorted(read.filters.items())
+    )
+    key = (database, read.result_key, read.table, read.columns, filters)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 async def _with_codecs(connection: asyncpg.Connection) -> None:
     """Every decoder the extraction needs, registered once per connection."""
     await register_codecs(connection, ALL_CODEC_TYPES)
@@ -106,6 +125,7 @@ class PostgresReader(EngineReader[Statement]):
         super().__init__(**settings)
         self._encoder = msgspec.json.Encoder()
         self._server_json = server_json
+        self._statements: OrderedDict[Hashable, Statement | None] = OrderedDict()
         timeout = self._connect_timeout
         self._pools: ConnectionPools[asyncpg.Pool, asyncpg.Connection] = ConnectionPools(
             open_pool=lambda endpoint, size, idle: open_pool(
@@ -150,7 +170,21 @@ class PostgresReader(EngineReader[Statement]):
         return discovered_schema(records)
 
     def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
-        return select_statement(endpoint, read, server_json=self._server_json)
+        """The read's statement; the same read of the same database again (a job repeated,
+        the same filter values) reuses the one built before, as building one (SQLAlchemy's
+        compiler) costs more CPU than running a small read. Statements hold SQL text, values
+        and a row type, nothing of a connection or its credentials."""
+        key = _read_key(endpoint.database_name, read)
+        if key is None:
+            return select_statement(endpoint, read, server_json=self._server_json)
+        if key in self._statements:
+            self._statements.move_to_end(key)
+            return self._statements[key]
+        built = select_statement(endpoint, read, server_json=self._server_json)
+        self._statements[key] = built
+        if len(self._statements) > _STATEMENTS_KEPT:
+            self._statements.popitem(last=False)
+        return built
 
     async def stream(
         self, endpoint: Endpoint, prepared: PreparedReads[Statement]
