@@ -17,7 +17,7 @@ import functools
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -287,12 +287,13 @@ class EventsourcingJobEventStore(JobEventStore):
             batch = self._pending[:_BATCH_LIMIT]
             del self._pending[:_BATCH_LIMIT]
             try:
-                events_of = [events for events, _ in batch]
                 fast = await self._fast_path()
-                if fast is not None:
-                    outcomes = await self._append_batch_async(fast, events_of)
-                else:
-                    outcomes = await self._run(self._append_batch, events_of)
+                insert: _Insert = (
+                    functools.partial(self._insert_async, fast)
+                    if fast is not None
+                    else functools.partial(self._run, self._insert)
+                )
+                outcomes = await _append_batch([events for events, _ in batch], insert)
             except asyncio.CancelledError:
                 for _, done in (*batch, *self._pending):
                     done.cancel()
@@ -308,31 +309,6 @@ class EventsourcingJobEventStore(JobEventStore):
                 else:
                     done.set_result(outcome)
 
-    def _append_batch(self, batch: list[list[DomainEvent]]) -> list[int | BaseException]:
-        """Every append of ``batch`` in one transaction; when one of them conflicts (and so
-        the whole transaction fails), each is written again in a transaction of its own, so
-        only the conflicting one fails."""
-        if len(batch) > 1:
-            try:
-                ids = self._insert([event for events in batch for event in events])
-            except RecordConflictError:
-                pass
-            else:
-                # The ids come back in the order of the events given.
-                outcomes: list[int | BaseException] = []
-                start = 0
-                for events in batch:
-                    outcomes.append(max(ids[start : start + len(events)]))
-                    start += len(events)
-                return outcomes
-        outcomes = []
-        for events in batch:
-            try:
-                outcomes.append(max(self._insert(events)))
-            except RecordConflictError as conflict:
-                outcomes.append(conflict)
-        return outcomes
-
     def _insert(self, events: list[DomainEvent]) -> Sequence[int]:
         recorder, mapper = self._ensure_open()
         stored, heads = self._chain.seal(
@@ -344,31 +320,6 @@ class EventsourcingJobEventStore(JobEventStore):
             raise RuntimeError("the recorder did not return a notification id for every event")
         self._chain.remember_heads(heads)
         return ids
-
-    async def _append_batch_async(
-        self, fast: AsyncPostgresEvents, batch: list[list[DomainEvent]]
-    ) -> list[int | BaseException]:
-        """``_append_batch`` on the event loop (PostgreSQL)."""
-        if len(batch) > 1:
-            try:
-                every = [event for events in batch for event in events]
-                ids = await self._insert_async(fast, every)
-            except RecordConflictError:
-                pass
-            else:
-                outcomes: list[int | BaseException] = []
-                start = 0
-                for events in batch:
-                    outcomes.append(max(ids[start : start + len(events)]))
-                    start += len(events)
-                return outcomes
-        outcomes = []
-        for events in batch:
-            try:
-                outcomes.append(max(await self._insert_async(fast, events)))
-            except RecordConflictError as conflict:
-                outcomes.append(conflict)
-        return outcomes
 
     async def _insert_async(
         self, fast: AsyncPostgresEvents, events: list[DomainEvent]
@@ -556,6 +507,37 @@ def _stored_version(
 ) -> StoredEvent | None:
     found = recorder.select_events(originator_id, gt=version - 1, lte=version, limit=1)
     return found[0] if found else None
+
+
+_Insert = Callable[[list[DomainEvent]], Awaitable[Sequence[int]]]
+"""Inserts events in one transaction; their notification ids, in the order given."""
+
+
+async def _append_batch(
+    batch: list[list[DomainEvent]], insert: _Insert
+) -> list[int | BaseException]:
+    """Every append of ``batch`` in one transaction; when one of them conflicts (and so the
+    whole transaction fails), each is written again in a transaction of its own, so only the
+    conflicting one fails. Each append's outcome: its last notification id, or its conflict."""
+    if len(batch) > 1:
+        try:
+            ids = await insert([event for events in batch for event in events])
+        except RecordConflictError:
+            pass
+        else:
+            outcomes: list[int | BaseException] = []
+            start = 0
+            for events in batch:
+                outcomes.append(max(ids[start : start + len(events)]))
+                start += len(events)
+            return outcomes
+    outcomes = []
+    for events in batch:
+        try:
+            outcomes.append(max(await insert(events)))
+        except RecordConflictError as conflict:
+            outcomes.append(conflict)
+    return outcomes
 
 
 def _check_follower(follower: str) -> None:
