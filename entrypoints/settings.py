@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Literal
@@ -22,6 +23,25 @@ from entrypoints.observability_settings import ObservabilitySettingsError, Traci
 
 class SettingsError(Exception):
     pass
+
+
+DISTRIBUTION = "fetcher"
+UNKNOWN_VERSION = "unknown"
+
+
+def package_version() -> str:
+    """The installed distribution's version (``pip install`` of this tree, the image's
+    ``/opt/fetcher``); ``unknown`` when the code runs from a tree that is not installed."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return UNKNOWN_VERSION
+
+
+def service_version(env: Mapping[str, str]) -> str:
+    """The one version every place reports (``fetcher --version``, ``/version``, ``/readyz``,
+    the OpenAPI document, traces): ``VERSION`` when set, else the package's."""
+    return env.get("VERSION", "").strip() or package_version()
 
 
 def _int(env: Mapping[str, str], name: str, default: int, *, positive: bool = True) -> int:
@@ -130,9 +150,9 @@ class ProbeSettings:
     deployment_mode: str = "local"
     """``DEPLOYMENT_MODE``: ``saas``, ``byoc`` or ``local`` (any other value: ``local``),
     reported by ``/readyz``."""
-    version: str = "unknown"
-    """``OTEL_RESOURCE_SERVICE_VERSION`` (else ``VERSION``, else ``unknown``): the version
-    ``/readyz`` reports."""
+    version: str = UNKNOWN_VERSION
+    """The version ``/readyz`` reports: ``OTEL_RESOURCE_SERVICE_VERSION`` when set (the
+    reference's name), else the service's one version (``VERSION``, else the package's)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ProbeSettings:
@@ -143,9 +163,7 @@ class ProbeSettings:
             health_port=port if 0 < port < 65536 else DEFAULT_HEALTH_PORT,
             drain_seconds=DEFAULT_DRAIN_SECONDS if drain == 0 else max(drain, 1),
             deployment_mode=mode if mode in DEPLOYMENT_MODES else "local",
-            version=env.get("OTEL_RESOURCE_SERVICE_VERSION", "").strip()
-            or env.get("VERSION", "").strip()
-            or "unknown",
+            version=env.get("OTEL_RESOURCE_SERVICE_VERSION", "").strip() or service_version(env),
         )
 
 
@@ -591,7 +609,7 @@ class Settings:
             broker=BrokerSettings.from_env(env),
             storage=StorageSettings.from_env(env),
             engine=EngineSettings.from_env(env),
-            version=env.get("VERSION", "").strip() or "0.0.0",
+            version=service_version(env),
             connections=_connection_settings(env, multi_tenant=tenancy.enabled),
             security=SecuritySettings.from_env(env),
             tracing=_tracing_settings(env),
@@ -617,8 +635,26 @@ def _connection_settings(env: Mapping[str, str], *, multi_tenant: bool) -> Conne
         raise SettingsError(str(error)) from None
 
 
+GRPC_EXPORTER = "opentelemetry.exporter.otlp.proto.grpc"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 def _tracing_settings(env: Mapping[str, str]) -> TracingSettings:
     try:
-        return TracingSettings.from_env(env)
+        tracing = TracingSettings.from_env(env)
     except ObservabilitySettingsError as error:
         raise SettingsError(str(error)) from None
+    exports_grpc = tracing.enabled and tracing.exporter == "otlp" and tracing.protocol == "grpc"
+    if exports_grpc and not _installed(GRPC_EXPORTER):
+        raise SettingsError(
+            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc (the default) needs the otlp-grpc extra, not "
+            "installed here: set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, or install "
+            "'fetcher[otlp-grpc]' (the image: --build-arg FETCHER_EXTRAS=otlp-grpc)"
+        )
+    return tracing

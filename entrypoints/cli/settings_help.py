@@ -258,7 +258,12 @@ SETTINGS: tuple[Setting, ...] = (
         "time a client has to send a request's body",
         HTTP_ROLES,
     ),
-    Setting("VERSION", "0.0.0", "version reported by /version and /readyz", HTTP_ROLES),
+    Setting(
+        "VERSION",
+        "the package's",
+        "the version --version, /version, /readyz and the OpenAPI document report",
+        EVERY_ROLE,
+    ),
     Setting(
         "FETCHER_AUTH_ISSUER",
         "none: no token verification",
