@@ -180,7 +180,11 @@ def test_the_images_install_step_gives_a_working_fetcher(tmp_path: Path):
 
     port = free_port()
     serve_env = {
-        **{k: v for k, v in env.items() if not k.startswith(("FETCHER_", "RABBITMQ_", "APP_"))},
+        **{
+            k: v
+            for k, v in env.items()
+            if not k.startswith(("FETCHER_", "RABBITMQ_", "APP_", "OBJECT_STORAGE_"))
+        },
         "SERVER_ADDRESS": f"127.0.0.1:{port}",
         "FETCHER_DATA_DIR": str(tmp_path / "data"),
     }
