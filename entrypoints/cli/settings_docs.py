@@ -43,14 +43,24 @@ def _type(setting: Setting) -> str:
 def _default(setting: Setting) -> str:
     if setting.reader == "otel-sdk":
         return "read by the OpenTelemetry SDK"
-    return _cell(setting.default_text)
+    if setting.shown_default or setting.default_text == "none":
+        return _cell(setting.default_text)
+    return f"`{setting.default_text}`"
+
+
+def _reference(setting: Setting) -> str:
+    if not setting.reference:
+        return ""
+    if setting.reference == setting.name:
+        return "same name"
+    return _cell(setting.reference)
 
 
 def _row(setting: Setting) -> str:
     meaning = _cell(setting.help)
     if setting.secret:
         meaning += " **Secret.**"
-    reference = _cell(setting.reference) if setting.reference else ""
+    reference = _reference(setting)
     return (
         f"| `{setting.name}` | {_type(setting)} | {_default(setting)} | "
         f"{_roles(setting, (*ROLES, TOOLS))} | {meaning} | {reference} |"
