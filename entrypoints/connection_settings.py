@@ -167,7 +167,7 @@ class ConnectionSettings:
         multi_tenant: bool = False,
         server_json: bool = False,
     ) -> ConnectionSettings:
-        read = env if isinstance(env, Environment) else Environment(env)
+        read = Environment.of(env)
         return cls(
             schema_cache_ttl_seconds=read.integer("SCHEMA_CACHE_TTL_SECONDS"),
             check_cache_seconds=read.number("CONNECTION_CHECK_CACHE_SECONDS"),

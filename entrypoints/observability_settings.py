@@ -23,10 +23,6 @@ LEVELS = {
 CANONICAL_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
-def _env(env: Mapping[str, str] | Environment | None) -> Environment:
-    return env if isinstance(env, Environment) else Environment(env)
-
-
 @dataclass(frozen=True, slots=True)
 class LogSettings:
     level: int = logging.INFO
@@ -38,7 +34,7 @@ class LogSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment | None = None) -> LogSettings:
         """From ``env``, the process environment by default."""
-        read = _env(env)
+        read = Environment.of(env)
         name = "LOG_LEVEL"
         raw = read.raw(name)
         if raw is not None and raw.lower() not in LEVELS:
@@ -77,7 +73,7 @@ class TracingSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> TracingSettings:
-        read = _env(env)
+        read = Environment.of(env)
         exporter = read.choice("OTEL_TRACES_EXPORTER") if read.raw("OTEL_TRACES_EXPORTER") else ""
         protocol = read.choice("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or read.choice(
             "OTEL_EXPORTER_OTLP_PROTOCOL"

@@ -30,7 +30,7 @@ def listen_address(env: Mapping[str, str] | Environment) -> tuple[str, int]:
     """``SERVER_ADDRESS``: ``host:port``, ``[ipv6]:port``, ``:port`` (every interface, as the
     reference ships it) or a bare ``port`` (loopback: a port alone never opens the service to
     the network). Default ``127.0.0.1:4006``."""
-    raw = _env(env).text("SERVER_ADDRESS")
+    raw = Environment.of(env).text("SERVER_ADDRESS")
     host, colon, port = raw.rpartition(":")
     if not colon:
         host = "127.0.0.1"
@@ -62,8 +62,12 @@ class HttpSettings:
         return cls(
             host=host,
             port=number,
-            header_timeout_seconds=float(_env(env).integer("FETCHER_HTTP_HEADER_TIMEOUT_SECONDS")),
-            body_timeout_seconds=float(_env(env).integer("FETCHER_HTTP_BODY_TIMEOUT_SECONDS")),
+            header_timeout_seconds=float(
+                Environment.of(env).integer("FETCHER_HTTP_HEADER_TIMEOUT_SECONDS")
+            ),
+            body_timeout_seconds=float(
+                Environment.of(env).integer("FETCHER_HTTP_BODY_TIMEOUT_SECONDS")
+            ),
         )
 
 
@@ -112,7 +116,7 @@ class ProbeSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> ProbeSettings:
-        read = _env(env)
+        read = Environment.of(env)
         port = read.integer("HEALTH_PORT")
         drain = read.integer("READYZ_DRAIN_DELAY_SEC")
         mode = read.text("DEPLOYMENT_MODE").lower()
@@ -134,7 +138,7 @@ class KeySettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> KeySettings:
-        read = _env(env)
+        read = Environment.of(env)
         return cls(
             master_key=read.optional("APP_ENC_KEY"),
             version=read.text("APP_ENC_KEY_VERSION"),
@@ -142,8 +146,8 @@ class KeySettings:
         )
 
     def ring(self) -> KeyRing:
-        """The key ring of these settings; ``InvalidMasterKey`` when a key does not decode
-        (``ValueError`` when there is no master key)."""
+        """The key ring of these settings; ``InvalidMasterKey`` when there is no master key or
+        a key does not decode."""
         if self.master_key is None:
             raise InvalidMasterKey("APP_ENC_KEY is not set")
         return KeyRing(self.master_key, self.version, self.previous or None)
@@ -163,7 +167,7 @@ class AuditSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> AuditSettings:
-        read = _env(env)
+        read = Environment.of(env)
         return cls(
             checkpoint_every=read.integer("FETCHER_AUDIT_CHECKPOINT_EVERY"),
             checkpoint_seconds=read.integer("FETCHER_AUDIT_CHECKPOINT_SECONDS"),
@@ -191,7 +195,7 @@ class BrokerSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> BrokerSettings:
-        read = _env(env)
+        read = Environment.of(env)
         return cls(
             url=_broker_url(read),
             work_queue=read.text("RABBITMQ_FETCHER_WORK_QUEUE"),
@@ -217,7 +221,7 @@ class StorageSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> StorageSettings:
-        read = _env(env)
+        read = Environment.of(env)
         endpoint = read.optional("OBJECT_STORAGE_ENDPOINT")
         if endpoint is not None:
             parts = urlsplit(endpoint)
@@ -261,7 +265,7 @@ class EngineSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> EngineSettings:
-        read = _env(env)
+        read = Environment.of(env)
         max_bytes = read.integer("ENGINE_MAX_RESULT_BYTES")
         return cls(
             max_result_bytes=max_bytes if max_bytes > 0 else MAX_RESULT_BYTES,
@@ -375,7 +379,7 @@ class SecuritySettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> SecuritySettings:
-        read = _env(env)
+        read = Environment.of(env)
         issuer = _url(read, "FETCHER_AUTH_ISSUER")
         jwks_url = _url(read, "FETCHER_AUTH_JWKS_URL")
         public_key = _pem(read.text("FETCHER_AUTH_PUBLIC_KEY"))
@@ -474,7 +478,7 @@ class TenancySettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> TenancySettings:
-        read = _env(env)
+        read = Environment.of(env)
         enabled = read.flag("MULTI_TENANT_ENABLED")
         name = "MULTI_TENANT_ALLOWED_TENANTS"
         allowed = read.listed(name)
@@ -506,7 +510,7 @@ class DatabaseSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment, data_dir: Path) -> DatabaseSettings:
-        url = _env(env).text("FETCHER_DATABASE_URL")
+        url = Environment.of(env).text("FETCHER_DATABASE_URL")
         defaults = {
             "event_store_file": data_dir / "fetcher.sqlite3",
             "sql_file": data_dir / "fetcher-data.sqlite3",
@@ -537,7 +541,7 @@ class ToolSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment | None = None) -> ToolSettings:
-        read = _env(env)
+        read = Environment.of(env)
         return cls(
             keys=KeySettings.from_env(read),
             audit_signing_key=read.optional("FETCHER_AUDIT_SIGNING_KEY"),
@@ -573,7 +577,7 @@ class Settings:
         """The settings of ``env`` (the process environment by default). With ``role``, the
         settings that role cannot start without are checked first: one ``SettingsError``
         lists every one missing."""
-        read = _env(env)
+        read = Environment.of(env)
         if role is not None:
             check_required(role, read.values)
         data_dir = Path(read.text("FETCHER_DATA_DIR")).resolve()
@@ -606,7 +610,3 @@ def _connection_settings(env: Environment, *, multi_tenant: bool) -> ConnectionS
         multi_tenant=multi_tenant,
         server_json=env.flag("FETCHER_PG_SERVER_JSON"),
     )
-
-
-def _env(env: Mapping[str, str] | Environment | None) -> Environment:
-    return env if isinstance(env, Environment) else Environment(env)

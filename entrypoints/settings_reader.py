@@ -52,6 +52,11 @@ class Environment:
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         self.values: Mapping[str, str] = process_environment() if values is None else values
 
+    @classmethod
+    def of(cls, env: Mapping[str, str] | Environment | None) -> Environment:
+        """``env`` itself when it is one already, else a reader of it."""
+        return env if isinstance(env, Environment) else cls(env)
+
     def raw(self, name: str) -> str | None:
         """The stripped text of ``name`` (or of its first alias that is set); None if empty."""
         setting = SETTINGS_BY_NAME[name]
