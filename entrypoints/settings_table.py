@@ -135,7 +135,7 @@ def roles_reading(setting: Setting) -> tuple[str, ...]:
 
 EVERY_ROLE = frozenset(ROLES)
 HTTP_ROLES = frozenset({SERVE, API})
-STORAGE_ROLES = frozenset({SERVE, API, WORKER})
+DATASOURCE_ROLES = frozenset({SERVE, API, WORKER})
 WORKER_ROLES = frozenset({SERVE, WORKER})
 RELAY_ROLES = frozenset({SERVE, RELAY})
 AUDIT_ROLES = frozenset({SERVE, RELAY, TOOLS})
@@ -194,37 +194,37 @@ SETTINGS: tuple[Setting, ...] = (
     # --- storage
     Setting(
         "OBJECT_STORAGE_BUCKET", "S3 bucket of the results (it must exist)",
-        "storage", STORAGE_ROLES, shown_default="none: results in objects/ of the data folder",
+        "storage", WORKER_ROLES, shown_default="none: results in objects/ of the data folder",
         required_for=frozenset({WORKER}), example="fetcher-results",
         reference="OBJECT_STORAGE_BUCKET",
     ),
     Setting(
         "OBJECT_STORAGE_ENDPOINT", "S3-compatible endpoint URL (MinIO, SeaweedFS, ...)",
-        "storage", STORAGE_ROLES, shown_default="AWS", example="https://s3.internal:9000",
+        "storage", WORKER_ROLES, shown_default="AWS", example="https://s3.internal:9000",
         reference="OBJECT_STORAGE_ENDPOINT", essential=True,
     ),
     Setting(
-        "OBJECT_STORAGE_REGION", "S3 region", "storage", STORAGE_ROLES, default="us-east-1",
+        "OBJECT_STORAGE_REGION", "S3 region", "storage", WORKER_ROLES, default="us-east-1",
         reference="OBJECT_STORAGE_REGION",
     ),
     Setting(
-        "OBJECT_STORAGE_KEY_PREFIX", "prefix of every object key", "storage", STORAGE_ROLES,
+        "OBJECT_STORAGE_KEY_PREFIX", "prefix of every object key", "storage", WORKER_ROLES,
         reference="OBJECT_STORAGE_KEY_PREFIX",
     ),
     Setting(
         "OBJECT_STORAGE_ACCESS_KEY_ID", "static S3 credentials, with OBJECT_STORAGE_SECRET_KEY",
-        "storage", STORAGE_ROLES, shown_default="the AWS credential chain", secret=True,
+        "storage", WORKER_ROLES, shown_default="the AWS credential chain", secret=True,
         example="CHANGE-ME", reference="OBJECT_STORAGE_ACCESS_KEY_ID", essential=True,
     ),
     Setting(
         "OBJECT_STORAGE_SECRET_KEY", "static S3 credentials, with OBJECT_STORAGE_ACCESS_KEY_ID",
-        "storage", STORAGE_ROLES, shown_default="the AWS credential chain", secret=True,
+        "storage", WORKER_ROLES, shown_default="the AWS credential chain", secret=True,
         example="CHANGE-ME", reference="OBJECT_STORAGE_SECRET_KEY", essential=True,
     ),
     Setting(
         "OBJECT_STORAGE_USE_PATH_STYLE",
         "path-style addressing (needed by most S3-compatible servers)",
-        "storage", STORAGE_ROLES, kind="bool", shown_default="true with an endpoint",
+        "storage", WORKER_ROLES, kind="bool", shown_default="true with an endpoint",
         example="true", reference="OBJECT_STORAGE_USE_PATH_STYLE", essential=True,
     ),
     # --- keys
@@ -361,12 +361,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "FETCHER_DATASOURCE_POOL_SIZE",
         "datasource connections kept open per stored connection version and tenant (0: none)",
-        "connections", STORAGE_ROLES, kind="int", default=4, minimum=0,
+        "connections", DATASOURCE_ROLES, kind="int", default=4, minimum=0,
     ),
     Setting(
         "FETCHER_DATASOURCE_POOL_IDLE_SECONDS",
         "how long a kept datasource connection (or an unused pool) stays open",
-        "connections", STORAGE_ROLES, kind="int", default=60, minimum=1,
+        "connections", DATASOURCE_ROLES, kind="int", default=60, minimum=1,
     ),
     Setting(
         "FETCHER_WORKER_SCHEMA_TTL_SECONDS",
@@ -385,14 +385,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "FETCHER_SSRF_GUARD", "refuse loopback, private and reserved datasource addresses",
-        "connections", STORAGE_ROLES, kind="bool",
+        "connections", DATASOURCE_ROLES, kind="bool",
         shown_default="true in multi-tenant mode, else false",
     ),
     Setting(
         "DATASOURCE_<X>_CONFIG_NAME",
         "an internal datasource; the same prefix gives "
         + ", ".join(f"_{suffix}" for suffix in DATASOURCE_SUFFIXES[1:]),
-        "connections", STORAGE_ROLES, example="ledger",
+        "connections", DATASOURCE_ROLES, example="ledger",
         reference="DATASOURCE_<X>_CONFIG_NAME",
     ),
     # --- engine
