@@ -58,16 +58,13 @@ class HttpSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> HttpSettings:
-        host, number = listen_address(env)
+        read = Environment.of(env)
+        host, number = listen_address(read)
         return cls(
             host=host,
             port=number,
-            header_timeout_seconds=float(
-                Environment.of(env).integer("FETCHER_HTTP_HEADER_TIMEOUT_SECONDS")
-            ),
-            body_timeout_seconds=float(
-                Environment.of(env).integer("FETCHER_HTTP_BODY_TIMEOUT_SECONDS")
-            ),
+            header_timeout_seconds=float(read.integer("FETCHER_HTTP_HEADER_TIMEOUT_SECONDS")),
+            body_timeout_seconds=float(read.integer("FETCHER_HTTP_BODY_TIMEOUT_SECONDS")),
         )
 
 
