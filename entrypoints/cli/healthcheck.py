@@ -10,13 +10,12 @@ the check finds the role wherever it listens. Healthy when either answers 200.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 
-from entrypoints.settings import SettingsError, listen_address
+from entrypoints.settings import Environment, SettingsError, listen_address
 
 DEFAULT_HEALTH_PORT = 4007
 TIMEOUT_SECONDS = 3.0
@@ -36,12 +35,14 @@ def _health_port(raw: str) -> int:
     return value if 0 < value < 65536 else DEFAULT_HEALTH_PORT
 
 
-def local_health_urls(env: Mapping[str, str]) -> list[str]:
-    """Where the local role answers ``/health``: the API's address, then the health port on
-    the same host (the address ``worker`` and ``relay`` bind, ``entrypoints.runners``)."""
-    health_port = _health_port(env.get("HEALTH_PORT", ""))
+def local_health_urls(env: Mapping[str, str] | None = None) -> list[str]:
+    """Where the local role answers ``/health`` (from ``env``, the process environment by
+    default): the API's address, then the health port on the same host (the address
+    ``worker`` and ``relay`` bind, ``entrypoints.runners``)."""
+    read = Environment(env)
+    health_port = _health_port(read.raw("HEALTH_PORT") or "")
     try:
-        host, port = listen_address(env)
+        host, port = listen_address(read)
     except SettingsError:
         return [_url("127.0.0.1", health_port)]
     return [_url(host, port), _url(host, health_port)]
@@ -62,7 +63,7 @@ def _healthy(url: str) -> str | None:
 
 def _healthcheck(args: argparse.Namespace) -> int:
     failures = []
-    for url in args.url or local_health_urls(os.environ):
+    for url in args.url or local_health_urls():
         failure = _healthy(url)
         if failure is None:
             print(f"healthy: {url}")

@@ -5,41 +5,39 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import re
 import sys
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from importlib import metadata
 from typing import Any
 
 from domain.errors import FetcherError
 from entrypoints.cli.audit import add_audit_commands
 from entrypoints.cli.healthcheck import add_healthcheck_command
+from entrypoints.cli.settings_docs import add_settings_command
 from entrypoints.cli.settings_help import settings_epilog
 from entrypoints.cli.tools import add_tool_commands
 from entrypoints.logs import configure_logging
-from entrypoints.observability_settings import LogSettings, ObservabilitySettingsError
-from entrypoints.settings import (
-    UNKNOWN_VERSION,
-    EventLoop,
-    Settings,
-    SettingsError,
-    service_version,
-)
+from entrypoints.observability_settings import LogSettings
+from entrypoints.settings import EventLoop, Settings, SettingsError
 
 Role = Callable[[Settings], Coroutine[Any, Any, None]]
 log = logging.getLogger("fetcher")
+DISTRIBUTION = "fetcher"
 
 
-def version_line(env: Mapping[str, str]) -> str:
-    """``fetcher --version``: the service's one version (``VERSION``, else the package's)."""
-    version = service_version(env)
-    if version == UNKNOWN_VERSION:
-        return f"fetcher {version} (not installed: run `make` or `pip install .`)"
-    return f"fetcher {version}"
+def package_version() -> str:
+    """The installed distribution's version (``pip install`` / ``pipx install`` of this tree)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: run `make` or `pip install .`)"
 
 
-def _configuration_error(error: SettingsError | ObservabilitySettingsError) -> int:
-    print(f"fetcher: configuration error: {error}", file=sys.stderr)
+def _configuration_error(error: SettingsError) -> int:
+    """One line per problem (every missing setting, or the first invalid one)."""
+    for problem in error.problems:
+        print(f"fetcher: configuration error: {problem}", file=sys.stderr)
     return 2
 
 
@@ -81,7 +79,7 @@ def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
 
         role: Role = getattr(runners, role_name)
         try:
-            settings = Settings.from_env()
+            settings = Settings.from_env(role=role_name)
             with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
                 runner.run(role(settings))
         except SettingsError as error:
@@ -107,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fetcher", description="Extracts data from databases as signed, encrypted jobs."
     )
-    parser.add_argument("--version", action="version", version=version_line(os.environ))
+    parser.add_argument("--version", action="version", version=f"fetcher {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in ROLES.items():
         commands.add_parser(
@@ -118,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         ).set_defaults(func=_run_role(name))
     add_tool_commands(commands)
+    add_settings_command(commands)
     add_healthcheck_command(commands)
     add_audit_commands(commands)
     return parser
@@ -126,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        configure_logging(LogSettings.from_env(os.environ))
-    except ObservabilitySettingsError as error:
+        configure_logging(LogSettings.from_env())
+    except SettingsError as error:
         return _configuration_error(error)
     code: int = args.func(args)
     return code
