@@ -15,9 +15,11 @@ from adapters.crypto.signing import HmacMessageSigner
 from adapters.eventstore.listener import PostgresLogWatch
 from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
-from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
+from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from adapters.messaging.rabbitmq_probe import RabbitBrokerProbe
+from adapters.messaging.rabbitmq_topology import RabbitTopology
+from adapters.messaging.unroutable import UnroutableMessages
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
@@ -28,6 +30,7 @@ from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.log_watch import LogWatch
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
+from application.ports.metrics import RelayMetrics
 from application.ports.result_storage import ResultStorage
 from application.readiness import Check, Dependency
 from domain.errors import Unavailable
@@ -171,10 +174,27 @@ def broker_topology(settings: Settings) -> RabbitTopology:
     )
 
 
-async def declare_broker_topology(settings: Settings) -> None:
-    """Declares the exchanges and queues (idempotent) when a broker is configured."""
-    if settings.broker.url:
-        await broker_topology(settings).apply(settings.broker.url)
+async def declare_broker_topology(settings: Settings, *, all_roles: bool) -> None:
+    """Declares the exchanges, queues and bindings (idempotent) when a broker is configured
+    and ``FETCHER_BROKER_DECLARE_TOPOLOGY`` says so (by default only ``fetcher serve``,
+    ``all_roles``, does)."""
+    broker = settings.broker
+    if broker.url and broker.declares_topology(all_roles=all_roles):
+        await broker_topology(settings).apply(broker.url)
+
+
+def unroutable_messages(settings: Settings, metrics: RelayMetrics) -> UnroutableMessages:
+    """What the publishers had returned, with the hint that fits how this process was set."""
+    if settings.broker.declare_topology:
+        remedy = "or restart with FETCHER_BROKER_DECLARE_TOPOLOGY=true to declare it again"
+    else:
+        remedy = "or set FETCHER_BROKER_DECLARE_TOPOLOGY=true to declare the reference topology"
+    return UnroutableMessages(metrics, remedy=remedy)
+
+
+def routing_dependency(unroutable: UnroutableMessages) -> Dependency:
+    """``rabbitmq_routing``: degraded while the broker returns messages no queue takes."""
+    return Dependency("rabbitmq_routing", unroutable.check)
 
 
 def database_dependency(settings: Settings, store: JobEventStore) -> Dependency:
@@ -230,12 +250,16 @@ def _all(checks: tuple[Check, ...]) -> Check:
 
 @contextlib.asynccontextmanager
 async def open_work_queue(
-    settings: Settings, signer: HmacMessageSigner
+    settings: Settings,
+    signer: HmacMessageSigner,
+    unroutable: UnroutableMessages | None = None,
 ) -> AsyncIterator[WorkQueue]:
     broker = settings.broker
     queue: WorkQueue
     if broker.url:
-        queue = await AioPikaWorkQueue.connect(broker.url, broker.work_queue, signer)
+        queue = await AioPikaWorkQueue.connect(
+            broker.url, broker.work_queue, signer, unroutable=unroutable
+        )
     else:
         queue = InProcessWorkQueue(signer, queue_name=broker.work_queue)
     try:
@@ -246,13 +270,19 @@ async def open_work_queue(
 
 @contextlib.asynccontextmanager
 async def open_event_publisher(
-    settings: Settings, signer: HmacMessageSigner
+    settings: Settings,
+    signer: HmacMessageSigner,
+    unroutable: UnroutableMessages | None = None,
 ) -> AsyncIterator[JobEventPublisher]:
     broker = settings.broker
     publisher: JobEventPublisher
     if broker.url:
         publisher = await AioPikaJobEventPublisher.connect(
-            broker.url, broker.events_exchange, broker.cloudevents_source, signer
+            broker.url,
+            broker.events_exchange,
+            broker.cloudevents_source,
+            signer,
+            unroutable=unroutable,
         )
     else:
         publisher = JsonlJobEventPublisher(

@@ -195,6 +195,11 @@ def _broker_url(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def _optional_bool(env: Mapping[str, str], name: str) -> bool | None:
+    """A boolean, or ``None`` when unset (the role decides)."""
+    return _bool(env, name) if env.get(name, "").strip() else None
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerSettings:
     url: str | None = field(repr=False)
@@ -202,6 +207,17 @@ class BrokerSettings:
     events_exchange: str
     cloudevents_source: str
     workers: int
+    declare_topology: bool | None = None
+    """``FETCHER_BROKER_DECLARE_TOPOLOGY``: declare the reference topology at start on the
+    virtual host of ``RABBITMQ_URL`` (work queue with its dead-letter exchange and queue, the
+    events exchange, the two example event queues bound to it; idempotent). Unset: on for
+    ``fetcher serve``, off for ``api``, ``worker`` and ``relay`` (production brokers are
+    provisioned from definitions; the user then needs no configure permission)."""
+
+    def declares_topology(self, *, all_roles: bool) -> bool:
+        """Whether a process declares the topology: as set, else only ``fetcher serve``
+        (``all_roles``)."""
+        return all_roles if self.declare_topology is None else self.declare_topology
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> BrokerSettings:
@@ -214,6 +230,7 @@ class BrokerSettings:
             cloudevents_source=env.get("STREAMING_CLOUDEVENTS_SOURCE", "").strip()
             or "//lerian.fetcher/worker",
             workers=_int(env, "RABBITMQ_NUMBERS_OF_WORKERS", 5),
+            declare_topology=_optional_bool(env, "FETCHER_BROKER_DECLARE_TOPOLOGY"),
         )
 
 

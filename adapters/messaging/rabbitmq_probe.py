@@ -9,7 +9,8 @@ from aio_pika.abc import AbstractRobustConnection
 from aio_pika.connection import make_url
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
-from adapters.messaging.rabbitmq import BROKER_LINK, RabbitTopology
+from adapters.messaging.rabbitmq import BROKER_LINK
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.errors import PortError
 
 

@@ -161,6 +161,13 @@ SETTINGS: tuple[Setting, ...] = (
         EVERY_ROLE,
     ),
     Setting(
+        "FETCHER_BROKER_DECLARE_TOPOLOGY",
+        "on for serve, off for api, worker and relay",
+        "true declares the reference topology (work queue, DLX, DLQ, events exchange, the two "
+        "example event queues) at start on the vhost of RABBITMQ_URL; false never",
+        EVERY_ROLE,
+    ),
+    Setting(
         "RABBITMQ_NUMBERS_OF_WORKERS", "5", "jobs one worker runs at once (prefetch)", WORKER_ROLES
     ),
     Setting(

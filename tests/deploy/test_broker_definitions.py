@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from adapters.messaging.rabbitmq import EVENTS_EXCHANGE, WORK_QUEUE, RabbitTopology
+from adapters.messaging.envelope import EVENTS_EXCHANGE, WORK_QUEUE
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from tests.deploy.conftest import DEPLOY
 
 DEFINITIONS = json.loads((DEPLOY / "rabbitmq" / "definitions.json").read_text())

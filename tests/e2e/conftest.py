@@ -18,6 +18,8 @@ import asyncpg
 import httpx
 import pytest
 
+from adapters.messaging.envelope import EVENTS_EXCHANGE, WORK_QUEUE
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from tests.integration.auth_servers import LocalIdentityProvider
 from tests.integration.conftest import require_listening
 
@@ -44,6 +46,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def provision_broker(env: dict[str, str]) -> None:
+    """What an operator does before starting the production roles (which declare nothing by
+    default): the topology of ``env``'s work queue and events exchange, on the test broker
+    (directly: ``RABBITMQ_URL`` may be a proxy that a test takes down). No example event
+    queues, so the test broker does not keep the events of every run."""
+    topology = RabbitTopology(
+        work_queue=env.get("RABBITMQ_FETCHER_WORK_QUEUE") or WORK_QUEUE,
+        events_exchange=env.get("RABBITMQ_JOB_EVENTS_EXCHANGE") or EVENTS_EXCHANGE,
+        event_queues=(),
+    )
+    asyncio.run(topology.apply(RABBIT))
 
 
 def pg_url(database: str) -> str:
@@ -119,6 +134,12 @@ class Processes:
         """Starts ``fetcher <role>`` with ``env`` added, its output in ``<name or role>.log``."""
         name = name or role
         environment = {**self.env, **env}
+        if (
+            role != "serve"
+            and environment.get("RABBITMQ_URL")
+            and "FETCHER_BROKER_DECLARE_TOPOLOGY" not in environment
+        ):
+            provision_broker(environment)
         if role in ("worker", "relay") and "HEALTH_PORT" not in env:
             environment["HEALTH_PORT"] = str(free_port())
         self.health_urls[name] = f"http://127.0.0.1:{environment.get('HEALTH_PORT', '4007')}"

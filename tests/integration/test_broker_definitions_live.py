@@ -22,7 +22,7 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from adapters.messaging.rabbitmq import RabbitTopology
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from tests.integration.conftest import require_listening
 
 ROOT = Path(__file__).resolve().parents[2]
