@@ -128,7 +128,7 @@ async def open_sql_adapters(
         await engine.dispose()
 
 
-def _s3_settings(settings: Settings) -> S3Settings:
+def s3_settings(settings: Settings) -> S3Settings:
     config = settings.storage
     if config.bucket is None:
         raise SettingsError("OBJECT_STORAGE_BUCKET is required")
@@ -145,7 +145,7 @@ def _s3_settings(settings: Settings) -> S3Settings:
 
 async def reach_result_storage(settings: Settings) -> None:
     """Checks the result bucket over a client of its own (for a process still starting)."""
-    storage = await S3ResultStorage.open(_s3_settings(settings))
+    storage = await S3ResultStorage.open(s3_settings(settings))
     try:
         await storage.check()
     finally:
@@ -157,7 +157,7 @@ async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage
     config = settings.storage
     storage: ResultStorage
     if config.uses_s3:
-        storage = await S3ResultStorage.open(_s3_settings(settings))
+        storage = await S3ResultStorage.open(s3_settings(settings))
     else:
         storage = FilesystemResultStorage(
             settings.data_dir / "objects", key_prefix=config.key_prefix
