@@ -1,8 +1,9 @@
 """The shipped broker definitions on a real RabbitMQ: written out for a scratch virtual host
-(`fetcher broker definitions --vhost`; the same as deploy/rabbitmq/definitions.json but for
-the vhost, tests/deploy pins that), imported, then used by Fetcher as the operator's guide says, with a user holding only the permissions
-of deploy/compose/rabbitmq-users.json. Fetcher's own declaration of the topology must agree
-with the file (no PRECONDITION_FAILED), and work orders, events and dead-lettering must pass.
+(`fetcher broker definitions --vhost`; the shipped file but for the vhost, as tests/deploy
+pins), imported, then used by Fetcher as the operator's guide says, with a user holding only
+the permissions of deploy/compose/rabbitmq-users.json. Fetcher's own declaration of the
+topology must agree with the file (no PRECONDITION_FAILED), and work orders, events and
+dead-lettering must pass.
 
 Needs `rabbitmqctl` for the broker on this machine (as the machines of this project have).
 """
