@@ -81,7 +81,7 @@ class UnroutableMessages:
             return
         self._count(destination.kind)
         logger.info(
-            "broker.routed: %s to %s is routed again",
+            "broker.routed: %s to %s are routed again",
             _noun(destination.kind, 2),
             _where(exchange, routing_key),
         )
