@@ -25,6 +25,7 @@ from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
 from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
+from application.errors import PortError
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
@@ -168,6 +169,13 @@ async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage
         await storage.close()
 
 
+DECLARE_HINT = (
+    "set FETCHER_BROKER_DECLARE_TOPOLOGY=true, run `fetcher broker declare`, or load "
+    "`fetcher broker definitions` into the broker"
+)
+"""What to do when the broker lacks an entity of the topology."""
+
+
 def broker_topology(settings: Settings) -> RabbitTopology:
     return RabbitTopology(
         work_queue=settings.broker.work_queue, events_exchange=settings.broker.events_exchange
@@ -304,9 +312,14 @@ async def open_rabbit_consumer(
     broker = settings.broker
     if not broker.url:
         raise SettingsError("RABBITMQ_URL is required")
-    consumer = await RabbitWorkConsumer.connect(
-        broker.url, broker.work_queue, signer, handler, prefetch=broker.workers
-    )
+    try:
+        consumer = await RabbitWorkConsumer.connect(
+            broker.url, broker.work_queue, signer, handler, prefetch=broker.workers
+        )
+    except PortError as error:
+        if "does not exist" not in error.message:
+            raise
+        raise PortError(f"{error.message}: {DECLARE_HINT}") from error
     try:
         yield consumer
     finally:

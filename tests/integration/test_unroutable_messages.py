@@ -16,10 +16,12 @@ import pytest
 from adapters.memory.metrics import InMemoryMetrics
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.unroutable import UnroutableMessages
-from application.errors import MessageUnroutable
+from application.errors import MessageUnroutable, PortError
+from application.ports.messaging import Settlement
 from application.readiness import Readiness, Status
 from entrypoints.infrastructure import (
     declare_broker_topology,
+    open_rabbit_consumer,
     routing_dependency,
     unroutable_messages,
 )
@@ -182,3 +184,16 @@ async def test_without_the_setting_a_role_declares_nothing(broker: Broker) -> No
     channel = await broker.fresh_channel()
     with pytest.raises(Exception, match="NOT_FOUND"):
         await channel.declare_queue(settings.broker.work_queue, passive=True)
+
+
+async def test_a_worker_without_its_queue_says_how_to_declare_it(
+    broker: Broker,  # noqa: F811
+) -> None:
+    settings = _settings(broker)
+
+    async def handler(order: object) -> Settlement:
+        raise AssertionError("nothing is consumed")
+
+    with pytest.raises(PortError, match=r"does not exist: set FETCHER_BROKER_DECLARE_TOPOLOGY"):
+        async with open_rabbit_consumer(settings, HmacTestSigner(), handler):
+            pass
