@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +59,9 @@ def provision_broker(env: dict[str, str]) -> None:
         events_exchange=env.get("RABBITMQ_JOB_EVENTS_EXCHANGE") or EVENTS_EXCHANGE,
         event_queues=(),
     )
-    asyncio.run(topology.apply(RABBIT))
+    # on a thread of its own: a test may start processes from within its event loop
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, topology.apply(RABBIT)).result()
 
 
 def pg_url(database: str) -> str:
