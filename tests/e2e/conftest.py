@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aio_pika
 import asyncpg
 import httpx
 import pytest
@@ -51,17 +52,34 @@ def free_port() -> int:
 
 def provision_broker(env: dict[str, str]) -> None:
     """What an operator does before starting the production roles (which declare nothing by
-    default): the topology of ``env``'s work queue and events exchange, on the test broker
-    (directly: ``RABBITMQ_URL`` may be a proxy that a test takes down). No example event
-    queues, so the test broker does not keep the events of every run."""
+    default): the topology of ``env``'s work queue and events exchange on the test broker
+    (directly: ``RABBITMQ_URL`` may be a proxy that a test takes down), and a consumer's
+    queue for every event, so none is unroutable. Not the example event queues, which the
+    test broker would keep the events of every run in: the consumer's queue keeps at most
+    1,000 and goes two hours after its last use."""
     topology = RabbitTopology(
         work_queue=env.get("RABBITMQ_FETCHER_WORK_QUEUE") or WORK_QUEUE,
         events_exchange=env.get("RABBITMQ_JOB_EVENTS_EXCHANGE") or EVENTS_EXCHANGE,
         event_queues=(),
     )
+
+    async def provision() -> None:
+        await topology.apply(RABBIT)
+        connection = await aio_pika.connect(RABBIT)
+        try:
+            channel = await connection.channel()
+            queue = await channel.declare_queue(
+                f"{topology.events_exchange}.consumer",
+                durable=True,
+                arguments={"x-expires": 7_200_000, "x-max-length": 1_000},
+            )
+            await queue.bind(topology.events_exchange, routing_key="#")
+        finally:
+            await connection.close()
+
     # on a thread of its own: a test may start processes from within its event loop
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, topology.apply(RABBIT)).result()
+        pool.submit(asyncio.run, provision()).result()
 
 
 def pg_url(database: str) -> str:
