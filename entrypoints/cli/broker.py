@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 
 from domain.errors import FetcherError
@@ -17,7 +16,7 @@ from entrypoints.settings import Settings, SettingsError
 
 def _settings() -> Settings | None:
     try:
-        return Settings.from_env(os.environ)
+        return Settings.from_env()
     except SettingsError as error:
         print(f"fetcher: configuration error: {error}", file=sys.stderr)
         return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
@@ -253,9 +252,10 @@ async def _bounded(item: str, check: Check, settings: Settings, roles: Collectio
         return _fail(item, f"no answer within {TIMEOUT_SECONDS:g} s")
 
 
-async def run_checks(env: Mapping[str, str], roles: Collection[str]) -> list[Finding]:
-    """The findings for ``roles``, in a fixed order: the settings first (nothing else is
-    tried when they cannot be read), then every item one of the roles needs."""
+async def run_checks(env: Mapping[str, str] | None, roles: Collection[str]) -> list[Finding]:
+    """The findings for ``roles`` under ``env`` (the process environment by default), in a
+    fixed order: the settings first (nothing else is tried when they cannot be read), then
+    every item one of the roles needs."""
     try:
         settings = Settings.from_env(env)
     except SettingsError as error:
@@ -270,7 +270,7 @@ async def run_checks(env: Mapping[str, str], roles: Collection[str]) -> list[Fin
 
 def _check_command(args: argparse.Namespace) -> int:
     roles = ROLES if args.role == "all" else (args.role,)
-    findings = asyncio.run(run_checks(os.environ, roles))
+    findings = asyncio.run(run_checks(None, roles))
     for finding in findings:
         print(finding.line(), flush=True)
     return 1 if any(f.status == FAIL for f in findings) else 0

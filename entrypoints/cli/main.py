@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -17,10 +16,11 @@ from entrypoints.cli.audit import add_audit_commands
 from entrypoints.cli.broker import add_broker_commands
 from entrypoints.cli.check import add_check_command
 from entrypoints.cli.healthcheck import add_healthcheck_command
+from entrypoints.cli.settings_docs import add_settings_command
 from entrypoints.cli.settings_help import settings_epilog
 from entrypoints.cli.tools import add_tool_commands
 from entrypoints.logs import configure_logging
-from entrypoints.observability_settings import LogSettings, ObservabilitySettingsError
+from entrypoints.observability_settings import LogSettings
 from entrypoints.settings import EventLoop, Settings, SettingsError
 
 Role = Callable[[Settings], Coroutine[Any, Any, None]]
@@ -36,8 +36,10 @@ def package_version() -> str:
         return "unknown (not installed: run `make` or `pip install .`)"
 
 
-def _configuration_error(error: SettingsError | ObservabilitySettingsError) -> int:
-    print(f"fetcher: configuration error: {error}", file=sys.stderr)
+def _configuration_error(error: SettingsError) -> int:
+    """One line per problem (every missing setting, or the first invalid one)."""
+    for problem in error.problems:
+        print(f"fetcher: configuration error: {problem}", file=sys.stderr)
     return 2
 
 
@@ -79,7 +81,7 @@ def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
 
         role: Role = getattr(runners, role_name)
         try:
-            settings = Settings.from_env()
+            settings = Settings.from_env(role=role_name)
             with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
                 runner.run(role(settings))
         except SettingsError as error:
@@ -118,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_check_command(commands)
     add_broker_commands(commands)
     add_tool_commands(commands)
+    add_settings_command(commands)
     add_healthcheck_command(commands)
     add_audit_commands(commands)
     return parser
@@ -126,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        configure_logging(LogSettings.from_env(os.environ))
-    except ObservabilitySettingsError as error:
+        configure_logging(LogSettings.from_env())
+    except SettingsError as error:
         return _configuration_error(error)
     code: int = args.func(args)
     return code
