@@ -3,6 +3,8 @@ that no queue takes made visible (readiness, gauge, one log line) on the real Ra
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import shutil
 import subprocess
@@ -19,6 +21,8 @@ from adapters.messaging.unroutable import UnroutableMessages
 from application.errors import MessageUnroutable, PortError
 from application.ports.messaging import Settlement
 from application.readiness import Readiness, Status
+from entrypoints.cli.check import run_checks
+from entrypoints.cli.main import main
 from entrypoints.infrastructure import (
     declare_broker_topology,
     open_rabbit_consumer,
@@ -197,3 +201,21 @@ async def test_a_worker_without_its_queue_says_how_to_declare_it(
     with pytest.raises(PortError, match=r"does not exist: set FETCHER_BROKER_DECLARE_TOPOLOGY"):
         async with open_rabbit_consumer(settings, HmacTestSigner(), handler):
             pass
+
+
+async def test_the_broker_commands_write_out_and_declare_the_topology_of_the_url_s_vhost(
+    fresh_vhost: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RABBITMQ_URL", fresh_vhost)
+    vhost = fresh_vhost.rsplit("/", 1)[1]
+
+    assert main(["broker", "definitions"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert written["vhosts"] == [{"name": vhost}]
+    assert len(written["queues"]) == 4
+    assert (await run_checks(None, ("relay",)))[-1].status == "FAIL"
+
+    assert await asyncio.to_thread(main, ["broker", "declare"]) == 0
+    assert f"declared the topology on vhost '{vhost}'" in capsys.readouterr().out
+    topology = (await run_checks(None, ("relay",)))[-1]
+    assert (topology.item, topology.status) == ("topology", "ok")
