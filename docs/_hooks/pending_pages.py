@@ -18,7 +18,6 @@ from typing import Any
 
 PENDING = frozenset(
     {
-        "reference/configuration.md",
         "api/errors.md",
         "operators/deploy.md",
         "operators/broker-and-checks.md",
