@@ -20,7 +20,6 @@ PENDING = frozenset(
     {
         "api/errors.md",
         "operators/deploy.md",
-        "operators/broker-and-checks.md",
         "design/composition.md",
         "design/event-store.md",
     }

@@ -144,3 +144,19 @@ def test_start_up_stops_with_one_clear_line(env, line, tmp_path):
     errors = [x for x in result.stderr.splitlines() if "configuration error" in x]
     assert len(errors) == 1 and errors[0].startswith(line)
     assert "guest:guest" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "serve", "one_role"),
+    [("", True, False), ("true", True, True), ("false", False, False)],
+)
+def test_only_serve_declares_the_broker_topology_unless_told(value, serve, one_role):
+    broker = Settings.from_env({"FETCHER_BROKER_DECLARE_TOPOLOGY": value}).broker
+
+    assert broker.declares_topology(all_roles=True) is serve
+    assert broker.declares_topology(all_roles=False) is one_role
+
+
+def test_a_declare_topology_that_is_no_boolean_is_refused_by_name():
+    with pytest.raises(SettingsError, match="FETCHER_BROKER_DECLARE_TOPOLOGY must be a boolean"):
+        Settings.from_env({"FETCHER_BROKER_DECLARE_TOPOLOGY": "sometimes"})
