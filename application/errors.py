@@ -72,6 +72,11 @@ class PublishFailed(PortError):
     pass
 
 
+class MessageUnroutable(PublishFailed):
+    """The broker returned the message: no queue is bound for its routing key (the
+    publisher has said what to bind; publishing it again succeeds once one is)."""
+
+
 class InvalidSignature(PortError):
     entry = catalogue.INVALID_MESSAGE
 

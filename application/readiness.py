@@ -43,6 +43,15 @@ class Status(StrEnum):
 
 
 PASSING = frozenset({Status.UP, Status.SKIPPED, Status.NOT_APPLICABLE})
+LIVE = PASSING | {Status.DEGRADED}
+"""What the self-probe accepts: a degraded dependency answers, so restarting the process
+would not help (readiness still reports it)."""
+
+
+class Degraded(Exception):
+    """Raised by a check whose dependency answers but cannot do all it should: readiness
+    reports the check ``degraded`` with this message (the process is not ready), liveness
+    counts it as passing. The message says what to do, and holds no secret."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +161,8 @@ class Readiness:
         remembers) whether they all passed."""
         checks = await self._run(self.dependencies)
         for name, result in checks.items():
-            self._metrics.self_probe(name, up=result.passing)
-        passed = all(result.passing for result in checks.values())
+            self._metrics.self_probe(name, up=result.status in LIVE)
+        passed = all(result.status in LIVE for result in checks.values())
         if passed:
             self._live = True
         return passed
@@ -201,6 +210,9 @@ async def _check(dependency: Dependency) -> CheckResult:
         await asyncio.wait_for(dependency.check(), dependency.timeout)
     except TimeoutError:
         return CheckResult(Status.DOWN, elapsed_ms(), TIMEOUT_ERROR, tls=dependency.tls)
+    except Degraded as error:
+        text = sanitize(str(error)) or type(error).__name__
+        return CheckResult(Status.DEGRADED, elapsed_ms(), text, tls=dependency.tls)
     except Exception as error:
         text = sanitize(str(error)) or type(error).__name__
         return CheckResult(Status.DOWN, elapsed_ms(), text, tls=dependency.tls)

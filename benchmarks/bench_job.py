@@ -416,6 +416,23 @@ def s3_server_pid() -> int | None:
     return None
 
 
+def provision_broker(env: dict[str, str]) -> None:
+    """The broker topology as an operator provisions it (the roles declare nothing unless
+    FETCHER_BROKER_DECLARE_TOPOLOGY says so), without the example event queues, so the broker
+    keeps none of the runs' events. On a thread of its own: callers may run an event loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from adapters.messaging.rabbitmq_topology import RabbitTopology
+
+    topology = RabbitTopology(
+        work_queue=env["RABBITMQ_FETCHER_WORK_QUEUE"],
+        events_exchange=env["RABBITMQ_JOB_EVENTS_EXCHANGE"],
+        event_queues=(),
+    )
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, topology.apply(env["RABBITMQ_URL"])).result()
+
+
 class Service:
     """``fetcher api``, ``worker`` and ``relay`` on their own event-store database."""
 
@@ -428,6 +445,7 @@ class Service:
     def start(self) -> None:
         """The api first, ready, then worker and relay: roles that start at the same moment on
         a fresh event store can race creating its tables (see benchmarks/README.md)."""
+        provision_broker(self.env)
         self._spawn("api")
         self._wait_ready(("api",))
         self._spawn("worker")

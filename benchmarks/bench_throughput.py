@@ -60,6 +60,7 @@ from bench_job import (
     _admin,
     cpu_seconds,
     pg_url,
+    provision_broker,
     register_connection,
     s3_server_pid,
 )
@@ -348,6 +349,7 @@ def one_config(run: Run, workers: int, args: argparse.Namespace) -> dict[str, An
     # Each configuration its own queue and exchange, so no job of an earlier one lingers.
     env["RABBITMQ_FETCHER_WORK_QUEUE"] = f"{run.work_queue}.{workers}"
     env["RABBITMQ_JOB_EVENTS_EXCHANGE"] = f"{run.events_exchange}.{workers}"
+    provision_broker(env)
     roles = Roles(env, logs)
     events_exchange, run.events_exchange = run.events_exchange, env["RABBITMQ_JOB_EVENTS_EXCHANGE"]
     try:

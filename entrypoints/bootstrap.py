@@ -21,6 +21,7 @@ from adapters.datasources.registry import EngineRegistry
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
+from adapters.messaging.unroutable import UnroutableMessages
 from adapters.metrics.prometheus import PrometheusMetrics
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
@@ -73,7 +74,9 @@ from entrypoints.infrastructure import (
     open_result_storage,
     open_sql_adapters,
     open_work_queue,
+    routing_dependency,
     storage_dependency,
+    unroutable_messages,
 )
 from entrypoints.roles import (
     ALL_ROLES,
@@ -256,7 +259,7 @@ async def bootstrap(
         audit_log = audit_log_of(store)
         if checkpoints is None and audit_log is not None and roles & {Role.API, Role.RELAY}:
             checkpoints = await stack.enter_async_context(open_checkpoint_store(settings))
-        await declare_broker_topology(settings)
+        await declare_broker_topology(settings, all_roles=roles == ALL_ROLES)
         if storage is None and Role.WORKER in roles:
             storage = await stack.enter_async_context(open_result_storage(settings))
 
@@ -281,15 +284,18 @@ async def bootstrap(
         internal_signer = HmacMessageSigner.from_ring(ring, "internal")
 
         relay: Relay | None = None
+        unroutable: UnroutableMessages | None = None
         if Role.RELAY in roles:
+            if settings.broker.url and (work_queue is None or event_publisher is None):
+                unroutable = unroutable_messages(settings, metrics)
             if work_queue is None:
                 work_queue = await stack.enter_async_context(
-                    open_work_queue(settings, internal_signer)
+                    open_work_queue(settings, internal_signer, unroutable)
                 )
             if event_publisher is None:
                 external_signer = HmacMessageSigner.from_ring(ring, "external")
                 event_publisher = await stack.enter_async_context(
-                    open_event_publisher(settings, external_signer)
+                    open_event_publisher(settings, external_signer, unroutable)
                 )
             watch = log_watch_for(settings, store)
             if watch is not None:
@@ -389,6 +395,8 @@ async def bootstrap(
         broker = broker_dependency(settings, *broker_checks)
         if broker is not None:
             dependencies.append(broker)
+        if unroutable is not None:
+            dependencies.append(routing_dependency(unroutable))
         if worker is not None and storage is not None:
             dependencies.append(storage_dependency(settings, storage))
         probes = Probes(

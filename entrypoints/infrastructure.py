@@ -15,19 +15,23 @@ from adapters.crypto.signing import HmacMessageSigner
 from adapters.eventstore.listener import PostgresLogWatch
 from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
-from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
+from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from adapters.messaging.rabbitmq_probe import RabbitBrokerProbe
+from adapters.messaging.rabbitmq_topology import RabbitTopology
+from adapters.messaging.unroutable import UnroutableMessages
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
 from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
+from application.errors import PortError
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.log_watch import LogWatch
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
+from application.ports.metrics import RelayMetrics
 from application.ports.result_storage import ResultStorage
 from application.readiness import Check, Dependency
 from domain.errors import Unavailable
@@ -125,7 +129,7 @@ async def open_sql_adapters(
         await engine.dispose()
 
 
-def _s3_settings(settings: Settings) -> S3Settings:
+def s3_settings(settings: Settings) -> S3Settings:
     config = settings.storage
     if config.bucket is None:
         raise SettingsError("OBJECT_STORAGE_BUCKET is required")
@@ -142,7 +146,7 @@ def _s3_settings(settings: Settings) -> S3Settings:
 
 async def reach_result_storage(settings: Settings) -> None:
     """Checks the result bucket over a client of its own (for a process still starting)."""
-    storage = await S3ResultStorage.open(_s3_settings(settings))
+    storage = await S3ResultStorage.open(s3_settings(settings))
     try:
         await storage.check()
     finally:
@@ -154,7 +158,7 @@ async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage
     config = settings.storage
     storage: ResultStorage
     if config.uses_s3:
-        storage = await S3ResultStorage.open(_s3_settings(settings))
+        storage = await S3ResultStorage.open(s3_settings(settings))
     else:
         storage = FilesystemResultStorage(
             settings.data_dir / "objects", key_prefix=config.key_prefix
@@ -165,16 +169,40 @@ async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage
         await storage.close()
 
 
+DECLARE_HINT = (
+    "set FETCHER_BROKER_DECLARE_TOPOLOGY=true, run `fetcher broker declare`, or load "
+    "`fetcher broker definitions` into the broker"
+)
+"""What to do when the broker lacks an entity of the topology."""
+
+
 def broker_topology(settings: Settings) -> RabbitTopology:
     return RabbitTopology(
         work_queue=settings.broker.work_queue, events_exchange=settings.broker.events_exchange
     )
 
 
-async def declare_broker_topology(settings: Settings) -> None:
-    """Declares the exchanges and queues (idempotent) when a broker is configured."""
-    if settings.broker.url:
-        await broker_topology(settings).apply(settings.broker.url)
+async def declare_broker_topology(settings: Settings, *, all_roles: bool) -> None:
+    """Declares the exchanges, queues and bindings (idempotent) when a broker is configured
+    and ``FETCHER_BROKER_DECLARE_TOPOLOGY`` says so (by default only ``fetcher serve``,
+    ``all_roles``, does)."""
+    broker = settings.broker
+    if broker.url and broker.declares_topology(all_roles=all_roles):
+        await broker_topology(settings).apply(broker.url)
+
+
+def unroutable_messages(settings: Settings, metrics: RelayMetrics) -> UnroutableMessages:
+    """What the publishers had returned, with the hint that fits how this process was set."""
+    if settings.broker.declare_topology:
+        remedy = "or restart with FETCHER_BROKER_DECLARE_TOPOLOGY=true to declare it again"
+    else:
+        remedy = "or set FETCHER_BROKER_DECLARE_TOPOLOGY=true to declare the reference topology"
+    return UnroutableMessages(metrics, remedy=remedy)
+
+
+def routing_dependency(unroutable: UnroutableMessages) -> Dependency:
+    """``rabbitmq_routing``: degraded while the broker returns messages no queue takes."""
+    return Dependency("rabbitmq_routing", unroutable.check)
 
 
 def database_dependency(settings: Settings, store: JobEventStore) -> Dependency:
@@ -230,12 +258,16 @@ def _all(checks: tuple[Check, ...]) -> Check:
 
 @contextlib.asynccontextmanager
 async def open_work_queue(
-    settings: Settings, signer: HmacMessageSigner
+    settings: Settings,
+    signer: HmacMessageSigner,
+    unroutable: UnroutableMessages | None = None,
 ) -> AsyncIterator[WorkQueue]:
     broker = settings.broker
     queue: WorkQueue
     if broker.url:
-        queue = await AioPikaWorkQueue.connect(broker.url, broker.work_queue, signer)
+        queue = await AioPikaWorkQueue.connect(
+            broker.url, broker.work_queue, signer, unroutable=unroutable
+        )
     else:
         queue = InProcessWorkQueue(signer, queue_name=broker.work_queue)
     try:
@@ -246,13 +278,19 @@ async def open_work_queue(
 
 @contextlib.asynccontextmanager
 async def open_event_publisher(
-    settings: Settings, signer: HmacMessageSigner
+    settings: Settings,
+    signer: HmacMessageSigner,
+    unroutable: UnroutableMessages | None = None,
 ) -> AsyncIterator[JobEventPublisher]:
     broker = settings.broker
     publisher: JobEventPublisher
     if broker.url:
         publisher = await AioPikaJobEventPublisher.connect(
-            broker.url, broker.events_exchange, broker.cloudevents_source, signer
+            broker.url,
+            broker.events_exchange,
+            broker.cloudevents_source,
+            signer,
+            unroutable=unroutable,
         )
     else:
         publisher = JsonlJobEventPublisher(
@@ -274,9 +312,14 @@ async def open_rabbit_consumer(
     broker = settings.broker
     if not broker.url:
         raise SettingsError("RABBITMQ_URL is required")
-    consumer = await RabbitWorkConsumer.connect(
-        broker.url, broker.work_queue, signer, handler, prefetch=broker.workers
-    )
+    try:
+        consumer = await RabbitWorkConsumer.connect(
+            broker.url, broker.work_queue, signer, handler, prefetch=broker.workers
+        )
+    except PortError as error:
+        if "does not exist" not in error.message:
+            raise
+        raise PortError(f"{error.message}: {DECLARE_HINT}") from error
     try:
         yield consumer
     finally:

@@ -229,6 +229,17 @@ class BrokerSettings:
     events_exchange: str
     cloudevents_source: str
     workers: int
+    declare_topology: bool | None = None
+    """``FETCHER_BROKER_DECLARE_TOPOLOGY``: declare the reference topology at start on the
+    virtual host of ``RABBITMQ_URL`` (work queue with its dead-letter exchange and queue, the
+    events exchange, the two example event queues bound to it; idempotent). Unset: on for
+    ``fetcher serve``, off for ``api``, ``worker`` and ``relay`` (production brokers are
+    provisioned from definitions; the user then needs no configure permission)."""
+
+    def declares_topology(self, *, all_roles: bool) -> bool:
+        """Whether a process declares the topology: as set, else only ``fetcher serve``
+        (``all_roles``)."""
+        return all_roles if self.declare_topology is None else self.declare_topology
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> BrokerSettings:
@@ -239,6 +250,7 @@ class BrokerSettings:
             events_exchange=read.text("RABBITMQ_JOB_EVENTS_EXCHANGE"),
             cloudevents_source=read.text("STREAMING_CLOUDEVENTS_SOURCE"),
             workers=read.integer("RABBITMQ_NUMBERS_OF_WORKERS"),
+            declare_topology=read.maybe_flag("FETCHER_BROKER_DECLARE_TOPOLOGY"),
         )
 
 

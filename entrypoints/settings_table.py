@@ -182,6 +182,13 @@ SETTINGS: tuple[Setting, ...] = (
         reference="RABBITMQ_JOB_EVENTS_EXCHANGE",
     ),
     Setting(
+        "FETCHER_BROKER_DECLARE_TOPOLOGY",
+        "true declares the reference topology (work queue, DLX, DLQ, events exchange, the two "
+        "example event queues) at start on the vhost of RABBITMQ_URL; false never",
+        "broker", EVERY_ROLE, kind="bool",
+        shown_default="on for serve, off for api, worker and relay",
+    ),
+    Setting(
         "RABBITMQ_NUMBERS_OF_WORKERS", "jobs one worker runs at once (prefetch)",
         "broker", WORKER_ROLES, kind="int", default=5, minimum=1,
         reference="RABBITMQ_NUMBERS_OF_WORKERS",

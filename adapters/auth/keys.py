@@ -139,6 +139,21 @@ class JwksKeySource(SigningKeys):
             await self._session.close()
             self._session = None
 
+    async def probe(self) -> int:
+        """Reads the key set now (discovering it first when needed) and returns how many
+        usable signature keys it has; raises what prevents it (``aiohttp.ClientError``,
+        ``TimeoutError``, ``OSError``, ``ValueError``), for ``fetcher check``."""
+        owned = self._session is None
+        if owned:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self._timeout)
+            )
+        try:
+            return len(await self._fetch())
+        finally:
+            if owned:
+                await self.close()
+
     async def key_for(self, kid: str | None, algorithm: str) -> Any:
         now = self._clock()
         if self._keys is None or now - self._fetched_at >= self._max_age:

@@ -55,6 +55,9 @@ class InMemoryMetrics(Metrics):
     def follower_lag(self, follower: str, notifications: int) -> None:
         self.gauges[("lag", follower)] = max(0, notifications)
 
+    def unroutable_held(self, kind: MessageKind, messages: int) -> None:
+        self.gauges[("unroutable", MessageKind(kind).value)] = max(0, messages)
+
     def check_observed(self, dependency: str, status: str, milliseconds: float) -> None:
         self.counts[("check", f"{dependency}:{status}")] += 1
         self._observe(f"check_{dependency}", milliseconds)

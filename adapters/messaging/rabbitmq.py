@@ -1,11 +1,12 @@
-"""RabbitMQ adapters on aio-pika: topology, work queue and job-event publisher.
+"""RabbitMQ adapters on aio-pika: the work queue and the job-event publisher.
 
 Every publish goes out persistent, ``mandatory`` and with publisher confirms on a channel
 opened with ``on_return_raises``, so it only returns once the broker has routed and stored it.
 This deliberately differs from the reference for events (§5.1): the reference ignores returns,
 so an event whose routing key has no bound queue is confirmed and lost; here it raises
-``PublishFailed`` and the caller retries later. A robust connection restores channels and
-consumers but never re-sends a failed publish; that is the caller's retry.
+``MessageUnroutable`` (a ``PublishFailed``), the caller retries later, and the process's
+``UnroutableMessages`` makes it visible. A robust connection restores channels and consumers
+but never re-sends a failed publish; that is the caller's retry.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import aio_pika
 from aio_pika.abc import (
@@ -28,21 +28,17 @@ from aio_pika.abc import (
 from aio_pika.exceptions import (
     CONNECTION_EXCEPTIONS,
     ChannelNotFoundEntity,
-    ChannelPreconditionFailed,
     DeliveryError,
     PublishError,
 )
 
 from adapters.messaging.amqp_fields import amqp_headers
 from adapters.messaging.cloudevents_mapping import job_event_message
-from adapters.messaging.envelope import (
-    EVENTS_EXCHANGE,
-    WORK_QUEUE,
-    OutgoingMessage,
-    work_message,
-)
-from application.errors import PortError, PublishFailed
+from adapters.messaging.envelope import OutgoingMessage, work_message
+from adapters.messaging.unroutable import UnroutableMessages
+from application.errors import MessageUnroutable, PortError, PublishFailed
 from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
+from application.ports.metrics import MessageKind
 from application.ports.signer import MessageSigner
 
 logger = logging.getLogger(__name__)
@@ -52,90 +48,6 @@ CONTENT_TYPE = "application/json"
 
 def unix_now() -> int:
     return int(time.time())
-
-
-@dataclass(frozen=True, slots=True)
-class RabbitTopology:
-    """The reference broker topology (§6.4). Names default to the shipped definitions; the
-    work queue's dead-letter arguments must stay identical to them, or declaring it conflicts
-    with existing deployments."""
-
-    work_queue: str = WORK_QUEUE
-    events_exchange: str = EVENTS_EXCHANGE
-    work_exchange: str = "fetcher.extract-external-data.exchange"
-    work_routing_key: str = "fetcher.job.key"
-    dead_letter_exchange: str = "fetcher.dlx"
-    dead_letter_queue: str = "fetcher.dlq"
-    dead_letter_routing_key: str = "fetcher.dlq.key"
-    dead_letter_ttl_ms: int = 604_800_000
-    dead_letter_max_length: int = 10_000
-
-    def work_queue_arguments(self) -> dict[str, Any]:
-        return {
-            "x-dead-letter-exchange": self.dead_letter_exchange,
-            "x-dead-letter-routing-key": self.dead_letter_routing_key,
-        }
-
-    def dead_letter_queue_arguments(self) -> dict[str, Any]:
-        return {
-            "x-message-ttl": self.dead_letter_ttl_ms,
-            "x-max-length": self.dead_letter_max_length,
-        }
-
-    async def declare(self, channel: AbstractChannel, *, passive: bool = False) -> None:
-        """Declare everything (idempotent: same names, same arguments). With ``passive``
-        only check that each exchange and queue exists, changing nothing (for brokers
-        provisioned from definitions where this user may not configure). An entity that
-        exists with other settings, or is missing in passive mode, raises ``PortError``; the
-        channel is closed by the broker then, so use a dedicated one."""
-        name = ""
-        try:
-            name = self.dead_letter_exchange
-            dlx = await channel.declare_exchange(
-                name, aio_pika.ExchangeType.DIRECT, durable=True, passive=passive
-            )
-            name = self.dead_letter_queue
-            dlq = await channel.declare_queue(
-                name, durable=True, arguments=self.dead_letter_queue_arguments(), passive=passive
-            )
-            name = self.work_queue
-            work = await channel.declare_queue(
-                name, durable=True, arguments=self.work_queue_arguments(), passive=passive
-            )
-            name = self.work_exchange
-            work_exchange = await channel.declare_exchange(
-                name, aio_pika.ExchangeType.DIRECT, durable=True, passive=passive
-            )
-            name = self.events_exchange
-            await channel.declare_exchange(
-                name, aio_pika.ExchangeType.TOPIC, durable=True, passive=passive
-            )
-            if not passive:
-                name = self.dead_letter_queue
-                await dlq.bind(dlx, routing_key=self.dead_letter_routing_key)
-                name = self.work_queue
-                await work.bind(work_exchange, routing_key=self.work_routing_key)
-        except ChannelPreconditionFailed as e:
-            raise PortError(f"broker entity '{name}' exists with different settings") from e
-        except ChannelNotFoundEntity as e:
-            raise PortError(f"broker entity '{name}' does not exist") from e
-        except CONNECTION_EXCEPTIONS as e:
-            raise PortError(f"could not declare broker entity '{name}'") from e
-
-    async def apply(
-        self, url: str, *, passive: bool = False, operation_timeout: float = 10.0
-    ) -> None:
-        """Declare the topology over a short-lived connection of its own."""
-        try:
-            connection = await aio_pika.connect(url, timeout=operation_timeout)
-        except CONNECTION_EXCEPTIONS as e:
-            raise PortError("cannot connect to the message broker") from e
-        try:
-            channel = await connection.channel()
-            await self.declare(channel, passive=passive)
-        finally:
-            with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-                await connection.close()
 
 
 class BrokerLink:
@@ -200,7 +112,9 @@ async def open_channel(
 
 
 class _ConfirmedPublisher:
-    """One robust connection and a confirming channel shared by the two publishers."""
+    """One robust connection and a confirming channel: the publishing both publishers share
+    (persistent, ``mandatory``, confirmed, a closed channel waited for, failures wrapped in
+    ``PublishFailed``). A message the broker returns is told to ``unroutable``."""
 
     def __init__(
         self,
@@ -208,23 +122,34 @@ class _ConfirmedPublisher:
         channel: AbstractRobustChannel,
         *,
         timeout: float,
+        unroutable: UnroutableMessages | None = None,
     ) -> None:
         self._connection = connection
         self._channel = channel
         self._timeout = timeout
+        self._unroutable = unroutable
 
     @classmethod
-    async def open(cls, url: str, timeout: float) -> _ConfirmedPublisher:
+    async def open(
+        cls, url: str, timeout: float, unroutable: UnroutableMessages | None
+    ) -> _ConfirmedPublisher:
         connection, channel = await open_channel(
             url, operation_timeout=timeout, error=PublishFailed
         )
-        return cls(connection, channel, timeout=timeout)
+        return cls(connection, channel, timeout=timeout, unroutable=unroutable)
 
     @property
     def channel(self) -> AbstractRobustChannel:
         return self._channel
 
-    async def send(self, exchange: AbstractExchange, message: OutgoingMessage) -> None:
+    async def send(
+        self,
+        exchange: AbstractExchange,
+        message: OutgoingMessage,
+        *,
+        kind: MessageKind,
+        message_id: str,
+    ) -> None:
         amqp = aio_pika.Message(
             body=message.body,
             headers=amqp_headers(message.headers),
@@ -239,11 +164,19 @@ class _ConfirmedPublisher:
                 amqp, routing_key=message.routing_key, mandatory=True, timeout=self._timeout
             )
         except PublishError as e:
-            raise PublishFailed(f"message {where} was not routed to any queue") from e
+            if self._unroutable is not None:
+                self._unroutable.returned(kind, message.exchange, message.routing_key, message_id)
+            raise MessageUnroutable(f"message {where} was not routed to any queue") from e
         except DeliveryError as e:
             raise PublishFailed(f"broker refused message {where}") from e
+        except ChannelNotFoundEntity as e:
+            raise PublishFailed(
+                f"exchange '{message.exchange}' does not exist for message {where}"
+            ) from e
         except CONNECTION_EXCEPTIONS as e:
             raise PublishFailed(f"could not publish message {where}") from e
+        if self._unroutable is not None:
+            self._unroutable.routed(message.exchange, message.routing_key)
 
     def ensure_open(self) -> None:
         if self._connection.is_closed:
@@ -251,12 +184,15 @@ class _ConfirmedPublisher:
         if self._channel.is_closed:
             raise PublishFailed("message broker channel is closed")
 
-    async def probe(self, check: Callable[[AbstractChannel], Any]) -> None:
-        """Run a passive check on a throwaway channel (a failed check closes its channel)."""
+    async def probe(self, check: Callable[[AbstractChannel], Any], what: str) -> None:
+        """Run a passive check of ``what`` on a throwaway channel (a failed check closes
+        its channel)."""
         self.ensure_open()
         try:
             async with self._connection.channel(publisher_confirms=False) as channel:
                 await asyncio.wait_for(check(channel), timeout=self._timeout)
+        except ChannelNotFoundEntity as e:
+            raise PublishFailed(f"{what} does not exist") from e
         except CONNECTION_EXCEPTIONS as e:
             raise PublishFailed("message broker check failed") from e
 
@@ -266,22 +202,44 @@ class _ConfirmedPublisher:
             await self._connection.close()
 
 
-class AioPikaWorkQueue(WorkQueue):
-    """Work orders to the default exchange, routed straight to the work queue."""
+class _SignedPublisher:
+    """A publisher of signed messages to one exchange over a ``_ConfirmedPublisher``."""
+
+    kind: ClassVar[MessageKind]
 
     def __init__(
         self,
         publisher: _ConfirmedPublisher,
-        channel: AbstractRobustChannel,
-        queue_name: str,
+        exchange: AbstractExchange,
         signer: MessageSigner,
         clock: Callable[[], int],
     ) -> None:
         self._publisher = publisher
-        self._channel = channel
-        self._queue_name = queue_name
+        self._exchange = exchange
         self._signer = signer
         self._clock = clock
+
+    async def _send(self, message: OutgoingMessage, message_id: str) -> None:
+        await self._publisher.send(self._exchange, message, kind=self.kind, message_id=message_id)
+
+    async def close(self) -> None:
+        await self._publisher.close()
+
+
+class AioPikaWorkQueue(_SignedPublisher, WorkQueue):
+    """Work orders to the default exchange, routed straight to the work queue."""
+
+    kind = MessageKind.WORK_ORDER
+
+    def __init__(
+        self,
+        publisher: _ConfirmedPublisher,
+        queue_name: str,
+        signer: MessageSigner,
+        clock: Callable[[], int],
+    ) -> None:
+        super().__init__(publisher, publisher.channel.default_exchange, signer, clock)
+        self._queue_name = queue_name
 
     @classmethod
     async def connect(
@@ -292,28 +250,29 @@ class AioPikaWorkQueue(WorkQueue):
         clock: Callable[[], int] | None = None,
         *,
         operation_timeout: float = 10.0,
+        unroutable: UnroutableMessages | None = None,
     ) -> AioPikaWorkQueue:
-        publisher = await _ConfirmedPublisher.open(url, operation_timeout)
-        return cls(publisher, publisher.channel, queue_name, signer, clock or unix_now)
+        publisher = await _ConfirmedPublisher.open(url, operation_timeout, unroutable)
+        return cls(publisher, queue_name, signer, clock or unix_now)
 
     async def publish(self, order: WorkOrder) -> None:
         message = work_message(
             order, queue=self._queue_name, signer=self._signer, now=self._clock()
         )
-        await self._publisher.send(self._channel.default_exchange, message)
+        await self._send(message, str(order.job_id))
 
     async def check(self) -> None:
+        name = self._queue_name
         await self._publisher.probe(
-            lambda channel: channel.declare_queue(self._queue_name, passive=True)
+            lambda channel: channel.declare_queue(name, passive=True), f"work queue '{name}'"
         )
 
-    async def close(self) -> None:
-        await self._publisher.close()
 
-
-class AioPikaJobEventPublisher(JobEventPublisher):
+class AioPikaJobEventPublisher(_SignedPublisher, JobEventPublisher):
     """CloudEvents to the events topic exchange, which must already exist (it is not
     declared here, as in the reference's single-tenant mode)."""
+
+    kind = MessageKind.EVENT
 
     def __init__(
         self,
@@ -323,11 +282,8 @@ class AioPikaJobEventPublisher(JobEventPublisher):
         signer: MessageSigner,
         clock: Callable[[], int],
     ) -> None:
-        self._publisher = publisher
-        self._exchange = exchange
+        super().__init__(publisher, exchange, signer, clock)
         self._source = source
-        self._signer = signer
-        self._clock = clock
 
     @classmethod
     async def connect(
@@ -339,10 +295,11 @@ class AioPikaJobEventPublisher(JobEventPublisher):
         clock: Callable[[], int] | None = None,
         *,
         operation_timeout: float = 10.0,
+        unroutable: UnroutableMessages | None = None,
     ) -> AioPikaJobEventPublisher:
         if not exchange.strip() or not source:
             raise ValueError("the events exchange and the CloudEvents source are required")
-        publisher = await _ConfirmedPublisher.open(url, operation_timeout)
+        publisher = await _ConfirmedPublisher.open(url, operation_timeout, unroutable)
         target = await publisher.channel.get_exchange(exchange, ensure=False)
         return cls(publisher, target, source, signer, clock or unix_now)
 
@@ -354,11 +311,10 @@ class AioPikaJobEventPublisher(JobEventPublisher):
             signer=self._signer,
             now=self._clock(),
         )
-        await self._publisher.send(self._exchange, message)
+        await self._send(message, f"{notification.status}.{notification.job_id}")
 
     async def check(self) -> None:
         name = self._exchange.name
-        await self._publisher.probe(lambda channel: channel.get_exchange(name, ensure=True))
-
-    async def close(self) -> None:
-        await self._publisher.close()
+        await self._publisher.probe(
+            lambda channel: channel.get_exchange(name, ensure=True), f"exchange '{name}'"
+        )

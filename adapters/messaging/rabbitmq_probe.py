@@ -9,7 +9,8 @@ from aio_pika.abc import AbstractRobustConnection
 from aio_pika.connection import make_url
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
-from adapters.messaging.rabbitmq import BROKER_LINK, RabbitTopology
+from adapters.messaging.rabbitmq import BROKER_LINK
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.errors import PortError
 
 
@@ -38,12 +39,14 @@ class RabbitBrokerProbe:
         if self._connection.is_closed:
             raise PortError("message broker connection is closed")
         topology = self._topology
+        what = f"work queue '{topology.work_queue}'"
         try:
             async with self._connection.channel(publisher_confirms=False) as channel:
                 await channel.declare_queue(topology.work_queue, passive=True)
+                what = f"exchange '{topology.events_exchange}'"
                 await channel.get_exchange(topology.events_exchange, ensure=True)
         except ChannelNotFoundEntity as e:
-            raise PortError("the work queue or the events exchange does not exist") from e
+            raise PortError(f"{what} does not exist") from e
         except CONNECTION_EXCEPTIONS as e:
             raise PortError("message broker check failed") from e
 

@@ -135,6 +135,13 @@ class PrometheusMetrics(Metrics):
             ["follower"],
             registry=r,
         )
+        self._unroutable = Gauge(
+            "fetcher_unroutable_messages",
+            "Messages the broker returned as unroutable (no queue bound for their routing "
+            "key), held and published again until a queue takes them, by message kind.",
+            ["kind"],
+            registry=r,
+        )
         for outcome in ("created", "duplicate"):
             self._requested.labels(outcome)
         for reason in FailureReason:
@@ -144,6 +151,7 @@ class PrometheusMetrics(Metrics):
         for kind in MessageKind:
             self._publish_failures.labels(kind.value)
             self._publish_retries.labels(kind.value)
+            self._unroutable.labels(kind.value)
         for follower in followers:
             self._lag.labels(follower)
 
@@ -184,6 +192,9 @@ class PrometheusMetrics(Metrics):
 
     def follower_lag(self, follower: str, notifications: int) -> None:
         self._lag.labels(follower).set(max(0, notifications))
+
+    def unroutable_held(self, kind: MessageKind, messages: int) -> None:
+        self._unroutable.labels(MessageKind(kind).value).set(max(0, messages))
 
     def check_observed(self, dependency: str, status: str, milliseconds: float) -> None:
         self._readyz_duration.labels(dependency, status).observe(milliseconds)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -340,6 +341,16 @@ class S3ResultStorage(ResultStorage):
             raise StorageError(f"s3 head bucket failed: {code or 'error'}") from e
         except (BotoCoreError, aiohttp.ClientError, OSError) as e:
             raise StorageError(f"s3 storage unreachable: {type(e).__name__}") from e
+
+    async def check_writable(self) -> None:
+        """Writes a small probe object under the key prefix and deletes it again (for
+        ``fetcher check``): ``StorageRejected`` when the bucket is missing or refuses it."""
+        key = self._object_key(f".fetcher-check-{uuid.uuid4().hex}")
+        bucket = self._settings.bucket
+        with _wrap("put object"):
+            await self._client.put_object(Bucket=bucket, Key=key, Body=b"fetcher check")
+        with _wrap("delete object"):
+            await self._client.delete_object(Bucket=bucket, Key=key)
 
     async def close(self) -> None:
         await self._stack.aclose()

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 
-from application.errors import PublishFailed
+from application.errors import MessageUnroutable, PublishFailed
 from application.log_context import log_fields
 from application.policies.messages import notification_body
 from application.policies.publish_attempts import PublishAttempts
@@ -113,9 +113,12 @@ class EmitJobEvents:
                 with self._attempts.attempt(logged.notification_id):
                     await self.publisher.publish(notification)
             except PublishFailed as error:
-                # One line when an event's publishing starts failing; its retries at DEBUG.
+                # One line when an event's publishing starts failing; its retries at DEBUG (an
+                # unroutable event is told by the publisher, once for its routing key).
                 log.log(
-                    logging.DEBUG if retried else logging.WARNING,
+                    logging.DEBUG
+                    if retried or isinstance(error, MessageUnroutable)
+                    else logging.WARNING,
                     "job.event.retrying",
                     extra={"status": job.status, "error": str(error)},
                 )

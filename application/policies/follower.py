@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from eventsourcing.domain import DomainEvent
 
+from application.errors import MessageUnroutable
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.job_index import JobIndex
 from application.ports.log_watch import LogWatch
@@ -145,8 +146,10 @@ class _Loop:
                     failing = False
                     log.info("%s: recovered", self.name)
             except Exception as error:
+                # An unroutable message was told by its publisher (once, with the fix).
+                quiet = failing or isinstance(error, MessageUnroutable)
                 log.log(
-                    logging.DEBUG if failing else logging.WARNING,
+                    logging.DEBUG if quiet else logging.WARNING,
                     "%s: failing, will retry with backoff: %s",
                     self.name,
                     error,

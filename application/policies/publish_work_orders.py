@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from eventsourcing.domain import DomainEvent
 
-from application.errors import PublishFailed
+from application.errors import MessageUnroutable, PublishFailed
 from application.log_context import log_fields
 from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
@@ -78,9 +78,12 @@ class PublishWorkOrders:
         except PublishFailed as error:
             now = self.clock.now()
             if now - job.created_at < self.deadline:
-                # One line when a job's publishing starts failing; its retries at DEBUG.
+                # One line when a job's publishing starts failing; its retries at DEBUG (an
+                # unroutable order is told by the publisher, once for its queue).
                 log.log(
-                    logging.DEBUG if retried else logging.WARNING,
+                    logging.DEBUG
+                    if retried or isinstance(error, MessageUnroutable)
+                    else logging.WARNING,
                     "job.dispatch.retrying",
                     extra={"error": str(error)},
                 )

@@ -90,6 +90,11 @@ class RelayMetrics(Protocol):
         """How many notifications of the log a follower has still to handle."""
         ...
 
+    def unroutable_held(self, kind: MessageKind, messages: int) -> None:
+        """How many messages of ``kind`` the broker returned as unroutable and are held
+        (published again until a queue takes them)."""
+        ...
+
 
 class ReadinessMetrics(Protocol):
     """Readiness checks (the reference's three series, §7.4)."""
@@ -136,6 +141,9 @@ class DiscardMetrics:
         return None
 
     def follower_lag(self, follower: str, notifications: int) -> None:
+        return None
+
+    def unroutable_held(self, kind: MessageKind, messages: int) -> None:
         return None
 
     def check_observed(self, dependency: str, status: str, milliseconds: float) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 from domain.errors import FetcherError
 from entrypoints.cli.audit import add_audit_commands
+from entrypoints.cli.broker import add_broker_commands
+from entrypoints.cli.check import add_check_command
 from entrypoints.cli.healthcheck import add_healthcheck_command
 from entrypoints.cli.settings_docs import add_settings_command
 from entrypoints.cli.settings_help import settings_epilog
@@ -119,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=settings_epilog(name),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         ).set_defaults(func=_run_role(name))
+    add_check_command(commands)
+    add_broker_commands(commands)
     add_tool_commands(commands)
     add_settings_command(commands)
     add_healthcheck_command(commands)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from adapters.messaging.rabbitmq import EVENTS_EXCHANGE, WORK_QUEUE, RabbitTopology
+from adapters.messaging.envelope import EVENTS_EXCHANGE, WORK_QUEUE
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from tests.deploy.conftest import DEPLOY
 
 DEFINITIONS = json.loads((DEPLOY / "rabbitmq" / "definitions.json").read_text())
@@ -81,3 +82,16 @@ def test_fetcher_declares_exactly_what_the_file_defines():
         routing[(topology.dead_letter_exchange, topology.dead_letter_queue)]
         == topology.dead_letter_routing_key
     )
+
+
+def test_the_shipped_file_is_the_topology_written_out_for_vhost_root():
+    assert RabbitTopology().definitions("/") == DEFINITIONS
+
+
+def test_the_definitions_for_another_vhost_differ_only_in_the_vhost():
+    other = RabbitTopology().definitions("fetcher-prod")
+
+    assert other["vhosts"] == [{"name": "fetcher-prod"}]
+    for kind in ("exchanges", "queues", "bindings"):
+        assert {item["vhost"] for item in other[kind]} == {"fetcher-prod"}
+        assert [{**item, "vhost": "/"} for item in other[kind]] == DEFINITIONS[kind]

@@ -106,12 +106,11 @@ def test_the_worker_scales_and_nothing_is_published_beyond_loopback(compose):
     assert compose["services"]["api"]["ports"] == ["127.0.0.1:4006:4006"]
 
 
-# Declared by the roles from the service itself (issue 21, item 2), a setting of its own branch.
 DECLARE_TOPOLOGY = "FETCHER_BROKER_DECLARE_TOPOLOGY"
 
 
 def test_the_roles_environment_is_valid_and_names_only_known_settings(compose):
-    known = {setting.name for setting in SETTINGS} | {DECLARE_TOPOLOGY}
+    known = {setting.name for setting in SETTINGS}
     for role in ROLES:
         env = {k: str(v) for k, v in compose["services"][role]["environment"].items()}
         assert set(env) <= known, set(env) - known

@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from entrypoints.cli.main import build_parser
 from entrypoints.cli.settings_help import SETTINGS
 from entrypoints.infrastructure import load_key_ring
 from entrypoints.settings import Settings, SettingsError
@@ -126,6 +127,7 @@ def test_each_role_is_a_hardened_deployment_probed_on_its_port(role):
     assert pod["terminationGracePeriodSeconds"] >= 30
     (check,) = pod["initContainers"]
     assert check["args"] == ["check", "--role", role]
+    assert build_parser().parse_args(check["args"]).command == "check"
     assert check["image"] == container["image"] and check["envFrom"] == container["envFrom"]
     assert check["securityContext"] == container["securityContext"]
     budget = resources()[("PodDisruptionBudget", f"fetcher-{role}")]

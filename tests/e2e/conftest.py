@@ -11,13 +11,17 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aio_pika
 import asyncpg
 import httpx
 import pytest
 
+from adapters.messaging.envelope import EVENTS_EXCHANGE, WORK_QUEUE
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from tests.integration.auth_servers import LocalIdentityProvider
 from tests.integration.conftest import require_listening
 
@@ -44,6 +48,38 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def provision_broker(env: dict[str, str]) -> None:
+    """What an operator does before starting the production roles (which declare nothing by
+    default): the topology of ``env``'s work queue and events exchange on the test broker
+    (directly: ``RABBITMQ_URL`` may be a proxy that a test takes down), and a consumer's
+    queue for every event, so none is unroutable. Not the example event queues, which the
+    test broker would keep the events of every run in: the consumer's queue keeps at most
+    1,000 and goes two hours after its last use."""
+    topology = RabbitTopology(
+        work_queue=env.get("RABBITMQ_FETCHER_WORK_QUEUE") or WORK_QUEUE,
+        events_exchange=env.get("RABBITMQ_JOB_EVENTS_EXCHANGE") or EVENTS_EXCHANGE,
+        event_queues=(),
+    )
+
+    async def provision() -> None:
+        await topology.apply(RABBIT)
+        connection = await aio_pika.connect(RABBIT)
+        try:
+            channel = await connection.channel()
+            queue = await channel.declare_queue(
+                f"{topology.events_exchange}.consumer",
+                durable=True,
+                arguments={"x-expires": 7_200_000, "x-max-length": 1_000},
+            )
+            await queue.bind(topology.events_exchange, routing_key="#")
+        finally:
+            await connection.close()
+
+    # on a thread of its own: a test may start processes from within its event loop
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, provision()).result()
 
 
 def pg_url(database: str) -> str:
@@ -119,6 +155,12 @@ class Processes:
         """Starts ``fetcher <role>`` with ``env`` added, its output in ``<name or role>.log``."""
         name = name or role
         environment = {**self.env, **env}
+        if (
+            role != "serve"
+            and environment.get("RABBITMQ_URL")
+            and "FETCHER_BROKER_DECLARE_TOPOLOGY" not in environment
+        ):
+            provision_broker(environment)
         if role in ("worker", "relay") and "HEALTH_PORT" not in env:
             environment["HEALTH_PORT"] = str(free_port())
         self.health_urls[name] = f"http://127.0.0.1:{environment.get('HEALTH_PORT', '4007')}"

@@ -83,7 +83,7 @@ def role_urls(processes: Processes) -> dict[str, str]:
 EXPECTED_CHECKS = {
     "api": {"postgres", "rabbitmq"},
     "worker": {"postgres", "rabbitmq", "s3"},
-    "relay": {"postgres", "rabbitmq"},
+    "relay": {"postgres", "rabbitmq", "rabbitmq_routing"},
 }
 
 

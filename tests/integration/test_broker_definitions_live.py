@@ -1,7 +1,9 @@
-"""The shipped broker definitions on a real RabbitMQ: imported into a scratch virtual host,
-then used by Fetcher as the operator's guide says, with a user holding only the permissions
-of deploy/compose/rabbitmq-users.json. Fetcher's own declaration of the topology must agree
-with the file (no PRECONDITION_FAILED), and work orders, events and dead-lettering must pass.
+"""The shipped broker definitions on a real RabbitMQ: written out for a scratch virtual host
+(`fetcher broker definitions --vhost`; the shipped file but for the vhost, as tests/deploy
+pins), imported, then used by Fetcher as the operator's guide says, with a user holding only
+the permissions of deploy/compose/rabbitmq-users.json. Fetcher's own declaration of the
+topology must agree with the file (no PRECONDITION_FAILED), and work orders, events and
+dead-lettering must pass.
 
 Needs `rabbitmqctl` for the broker on this machine (as the machines of this project have).
 """
@@ -22,11 +24,10 @@ from pathlib import Path
 import aio_pika
 import pytest
 
-from adapters.messaging.rabbitmq import RabbitTopology
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from tests.integration.conftest import require_listening
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFINITIONS = ROOT / "deploy" / "rabbitmq" / "definitions.json"
 USERS = ROOT / "deploy" / "compose" / "rabbitmq-users.json"
 CTL = shutil.which("rabbitmqctl")
 
@@ -49,11 +50,9 @@ def scratch():
     require_listening("amqp://127.0.0.1:5672", "RabbitMQ")
     name = f"fetcher-defs-{uuid.uuid4().hex[:8]}"
     password = secrets.token_urlsafe(16)
-    definitions = json.loads(DEFINITIONS.read_text())
-    definitions["vhosts"] = [{"name": name}]
-    for kind in ("exchanges", "queues", "bindings"):
-        for item in definitions[kind]:
-            item["vhost"] = name
+    # What the operator's guide says for a vhost other than "/": the definitions written
+    # out for it (`fetcher broker definitions --vhost NAME`).
+    definitions = RabbitTopology().definitions(name)
     (permissions,) = json.loads(USERS.read_text())["permissions"]
     ctl("add_vhost", name)
     try:
@@ -86,7 +85,7 @@ def scratch():
 
 async def _exercise(url: str) -> dict[str, int]:
     topology = RabbitTopology()
-    await topology.apply(url)  # what every role does at start
+    await topology.apply(url)  # what a role does at start with FETCHER_BROKER_DECLARE_TOPOLOGY=true
     await topology.apply(url, passive=True)  # the readiness check
     connection = await aio_pika.connect(url)
     try:

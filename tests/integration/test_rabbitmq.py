@@ -22,12 +22,9 @@ import aio_pika
 import pytest
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
-from adapters.messaging.rabbitmq import (
-    AioPikaJobEventPublisher,
-    AioPikaWorkQueue,
-    RabbitTopology,
-)
+from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.errors import PortError, PublishFailed
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
 from tests.integration.amqp_frames import (
@@ -68,15 +65,24 @@ class Broker:
     def name(self, base: str) -> str:
         return f"test.{base}.{self.suffix}"
 
-    def topology(self) -> RabbitTopology:
+    def topology(self, *, example_queues: bool = True) -> RabbitTopology:
+        """Fresh names for everything; without ``example_queues`` no queue is bound to the
+        events exchange."""
         topology = RabbitTopology(
             work_queue=self.name("work.queue"),
             events_exchange=self.name("events"),
             work_exchange=self.name("work.exchange"),
             dead_letter_exchange=self.name("dlx"),
             dead_letter_queue=self.name("dlq"),
+            event_queues=(
+                (self.name("example.completed"), "job.completed"),
+                (self.name("example.failed"), "job.failed"),
+            )
+            if example_queues
+            else (),
         )
         self.queues += [topology.work_queue, topology.dead_letter_queue]
+        self.queues += [name for name, _ in topology.event_queues]
         self.exchanges += [
             topology.events_exchange,
             topology.work_exchange,
@@ -520,7 +526,7 @@ async def test_event_headers_go_over_the_wire_with_the_reference_field_types(
 
 
 async def test_event_without_a_bound_queue_raises_publish_failed(broker: Broker) -> None:
-    topology = broker.topology()
+    topology = broker.topology(example_queues=False)
     await topology.apply(AMQP_URL)
     bound = broker.name("completed-only")
     broker.queues.append(bound)

@@ -10,8 +10,9 @@ from uuid import UUID
 import pytest
 
 from adapters.messaging.envelope import header_text
-from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue, RabbitTopology
+from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.ports.messaging import WorkConsumer, WorkHandler
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract

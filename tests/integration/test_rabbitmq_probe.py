@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from adapters.messaging.rabbitmq import RabbitTopology
 from adapters.messaging.rabbitmq_probe import RabbitBrokerProbe
+from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.errors import PortError
 from tests.integration.test_rabbitmq import AMQP_URL, broker  # noqa: F401  (fixture)
 

@@ -178,3 +178,19 @@ def test_one_version_from_the_package_metadata_overridden_by_version(env, expect
     version = metadata.version("fetcher") if expected == "package" else expected
     assert Settings.from_env(env).version == version
     assert settings_module.service_version(env) == version
+
+
+@pytest.mark.parametrize(
+    ("value", "serve", "one_role"),
+    [("", True, False), ("true", True, True), ("false", False, False)],
+)
+def test_only_serve_declares_the_broker_topology_unless_told(value, serve, one_role):
+    broker = Settings.from_env({"FETCHER_BROKER_DECLARE_TOPOLOGY": value}).broker
+
+    assert broker.declares_topology(all_roles=True) is serve
+    assert broker.declares_topology(all_roles=False) is one_role
+
+
+def test_a_declare_topology_that_is_no_boolean_is_refused_by_name():
+    with pytest.raises(SettingsError, match="FETCHER_BROKER_DECLARE_TOPOLOGY must be a boolean"):
+        Settings.from_env({"FETCHER_BROKER_DECLARE_TOPOLOGY": "sometimes"})
