@@ -190,6 +190,7 @@ def stack(image: str, tmp_path: Path) -> Iterator[tuple[Containers, dict[str, st
         "RABBITMQ_URL": RABBIT,
         "RABBITMQ_FETCHER_WORK_QUEUE": f"fetcher.img.{run}.queue",
         "RABBITMQ_JOB_EVENTS_EXCHANGE": f"fetcher.img.{run}.events",
+        "FETCHER_BROKER_DECLARE_TOPOLOGY": "true",  # a fresh queue and exchange on the vhost
         "OBJECT_STORAGE_ENDPOINT": S3_ENDPOINT,
         "OBJECT_STORAGE_BUCKET": S3_BUCKET,
         "OBJECT_STORAGE_KEY_PREFIX": f"img-{run}/",
