@@ -5,7 +5,8 @@
 #
 #   deploy/services.sh start   install (once) and start what is missing, create the test bucket
 #   deploy/services.sh stop    stop only the processes this script started (recorded PIDs)
-#   deploy/services.sh env     print `export` lines for the test environment
+#   deploy/services.sh env     print `export` lines: the settings the service reads for these
+#                              servers (OBJECT_STORAGE_*, RABBITMQ_URL, ...) and the tests' names
 #
 # Overrides: FETCHER_TOOLS_DIR, FETCHER_TEST_S3_PORT, FETCHER_TEST_MONGO_PORT.
 set -euo pipefail
@@ -169,7 +170,19 @@ stop_recorded() {
 }
 
 print_env() {
+    # First the settings the service reads, so that `eval "$(deploy/services.sh env)"` lets
+    # `fetcher api`, `worker`, `relay` and `check` run against this machine's servers (the
+    # event store in the local PostgreSQL's database `test`, RabbitMQ's default vhost as
+    # guest, the S3 server's bucket); then the names the tests read.
     cat <<EOF
+export FETCHER_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test
+export RABBITMQ_URL=amqp://guest:guest@127.0.0.1:5672/
+export OBJECT_STORAGE_ENDPOINT=http://127.0.0.1:$S3_PORT
+export OBJECT_STORAGE_BUCKET=$S3_BUCKET
+export OBJECT_STORAGE_REGION=us-east-1
+export OBJECT_STORAGE_ACCESS_KEY_ID=$S3_ACCESS_KEY
+export OBJECT_STORAGE_SECRET_KEY=$S3_SECRET_KEY
+export OBJECT_STORAGE_USE_PATH_STYLE=true
 export FETCHER_TEST_S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 export FETCHER_TEST_S3_BUCKET=$S3_BUCKET
 export FETCHER_TEST_S3_ACCESS_KEY=$S3_ACCESS_KEY

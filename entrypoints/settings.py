@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Literal
@@ -22,6 +23,47 @@ from entrypoints.connection_settings import ConnectionSettings
 from entrypoints.observability_settings import TracingSettings
 from entrypoints.settings_reader import Environment, check_required
 from entrypoints.settings_table import SettingsError
+
+DISTRIBUTION = "fetcher"
+UNKNOWN_VERSION = "unknown"
+
+
+def package_version() -> str:
+    """The installed distribution's version (``pip install`` of this tree, the image's
+    ``/opt/fetcher``); ``unknown`` when the code runs from a tree that is not installed."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return UNKNOWN_VERSION
+
+
+def service_version(env: Mapping[str, str] | Environment | None = None) -> str:
+    """The one version every place reports (``fetcher --version``, ``/version``, ``/readyz``,
+    the OpenAPI document, traces): ``VERSION`` when set, else the package's."""
+    return Environment.of(env).optional("VERSION") or package_version()
+
+
+GRPC_EXPORTER = "opentelemetry.exporter.otlp.proto.grpc"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _tracing_settings(read: Environment) -> TracingSettings:
+    tracing = TracingSettings.from_env(read)
+    exports_grpc = tracing.enabled and tracing.exporter == "otlp" and tracing.protocol == "grpc"
+    if exports_grpc and not _installed(GRPC_EXPORTER):
+        raise SettingsError(
+            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc (the default) needs the otlp-grpc extra, not "
+            "installed here: set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf, or install "
+            "'fetcher[otlp-grpc]' (the image: --build-arg FETCHER_EXTRAS=otlp-grpc)"
+        )
+    return tracing
+
 
 __all__ = ["Environment", "Settings", "SettingsError"]
 
@@ -107,9 +149,9 @@ class ProbeSettings:
     deployment_mode: str = "local"
     """``DEPLOYMENT_MODE``: ``saas``, ``byoc`` or ``local`` (any other value: ``local``),
     reported by ``/readyz``."""
-    version: str = "unknown"
-    """``OTEL_RESOURCE_SERVICE_VERSION`` (else ``VERSION``, else ``unknown``): the version
-    ``/readyz`` reports."""
+    version: str = UNKNOWN_VERSION
+    """The version ``/readyz`` reports: ``OTEL_RESOURCE_SERVICE_VERSION`` when set (the
+    reference's name), else the service's one version (``VERSION``, else the package's)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> ProbeSettings:
@@ -121,9 +163,7 @@ class ProbeSettings:
             health_port=port if 0 < port < 65536 else DEFAULT_HEALTH_PORT,
             drain_seconds=DEFAULT_DRAIN_SECONDS if drain == 0 else max(drain, 1),
             deployment_mode=mode if mode in DEPLOYMENT_MODES else "local",
-            version=read.optional("OTEL_RESOURCE_SERVICE_VERSION")
-            or read.optional("VERSION")
-            or "unknown",
+            version=read.optional("OTEL_RESOURCE_SERVICE_VERSION") or service_version(read),
         )
 
 
@@ -599,10 +639,10 @@ class Settings:
             broker=BrokerSettings.from_env(read),
             storage=StorageSettings.from_env(read),
             engine=EngineSettings.from_env(read),
-            version=read.text("VERSION"),
+            version=service_version(read),
             connections=_connection_settings(read, multi_tenant=tenancy.enabled),
             security=SecuritySettings.from_env(read),
-            tracing=TracingSettings.from_env(read),
+            tracing=_tracing_settings(read),
             probes=ProbeSettings.from_env(read),
             tenancy=tenancy,
             audit=AuditSettings.from_env(read),

@@ -268,8 +268,8 @@ SETTINGS: tuple[Setting, ...] = (
         "http", HTTP_ROLES, kind="int", default=30, minimum=1,
     ),
     Setting(
-        "VERSION", "version reported by /version and /readyz", "http", EVERY_ROLE,
-        default="0.0.0", reference="VERSION",
+        "VERSION", "the version --version, /version, /readyz and the OpenAPI document report",
+        "http", EVERY_ROLE, shown_default="the package's version", reference="VERSION",
     ),
     Setting(
         "SCHEMA_CACHE_TTL_SECONDS", "how long validate-schema reuses a discovered schema",

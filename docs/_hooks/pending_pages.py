@@ -19,7 +19,6 @@ from typing import Any
 PENDING = frozenset(
     {
         "api/errors.md",
-        "operators/deploy.md",
         "design/composition.md",
         "design/event-store.md",
     }

@@ -1,8 +1,10 @@
 """``fetcher healthcheck``: asks the local process's ``/health`` (the image's HEALTHCHECK).
 
-One image runs every role, so the check asks both places a role answers: the API's
-``SERVER_ADDRESS`` and the health port of ``worker`` and ``relay`` (``HEALTH_PORT``, 4007).
-Healthy when either answers 200.
+One image runs every role, so the check asks both places a role answers, on the host each
+role binds: the API's ``SERVER_ADDRESS``, and ``HEALTH_PORT`` (4007) on the host of
+``SERVER_ADDRESS``, where ``worker`` and ``relay`` answer. A wildcard host (``0.0.0.0``, ``::``,
+``:port``) is asked on its loopback; a specific one (a pod IP, ``[::1]``, a name) as it is, so
+the check finds the role wherever it listens. Healthy when either answers 200.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
 def _url(host: str, port: int) -> str:
     host = _WILDCARDS.get(host, host)
-    return f"http://[{host}]:{port}/health" if ":" in host else f"http://{host}:{port}/health"
+    if ":" in host:  # IPv6, bracketed; a zone (fe80::1%eth0) percent-encoded as URLs want
+        return f"http://[{host.replace('%', '%25')}]:{port}/health"
+    return f"http://{host}:{port}/health"
 
 
 def _health_port(raw: str) -> int:
@@ -32,15 +36,16 @@ def _health_port(raw: str) -> int:
 
 
 def local_health_urls(env: Mapping[str, str] | None = None) -> list[str]:
-    """From ``env``, the process environment by default."""
+    """Where the local role answers ``/health`` (from ``env``, the process environment by
+    default): the API's address, then the health port on the same host (the address
+    ``worker`` and ``relay`` bind, ``entrypoints.runners``)."""
     read = Environment(env)
-    urls = []
+    health_port = _health_port(read.raw("HEALTH_PORT") or "")
     try:
-        urls.append(_url(*listen_address(read)))
+        host, port = listen_address(read)
     except SettingsError:
-        pass
-    urls.append(_url("127.0.0.1", _health_port(read.raw("HEALTH_PORT") or "")))
-    return urls
+        return [_url("127.0.0.1", health_port)]
+    return [_url(host, port), _url(host, health_port)]
 
 
 def _healthy(url: str) -> str | None:
@@ -75,8 +80,9 @@ def add_healthcheck_command(
         "healthcheck",
         help="exit 0 when the local fetcher process answers /health with 200",
         description="Ask the local process's /health: at SERVER_ADDRESS (api, serve) and at "
-        "127.0.0.1:HEALTH_PORT (worker, relay; default 4007). Exit 0 when one answers 200, "
-        "else 1. The container image's HEALTHCHECK.",
+        "HEALTH_PORT on the host of SERVER_ADDRESS (worker, relay; default 4007), a wildcard "
+        "host on its loopback. Exit 0 when one answers 200, else 1. The container image's "
+        "HEALTHCHECK.",
     )
     parser.add_argument(
         "--url", action="append", metavar="URL", help="ask this URL instead (repeatable)"

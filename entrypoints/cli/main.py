@@ -8,7 +8,6 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from importlib import metadata
 from typing import Any
 
 from domain.errors import FetcherError
@@ -21,19 +20,24 @@ from entrypoints.cli.settings_help import settings_epilog
 from entrypoints.cli.tools import add_tool_commands
 from entrypoints.logs import configure_logging
 from entrypoints.observability_settings import LogSettings
-from entrypoints.settings import EventLoop, Settings, SettingsError
+from entrypoints.settings import (
+    UNKNOWN_VERSION,
+    EventLoop,
+    Settings,
+    SettingsError,
+    service_version,
+)
 
 Role = Callable[[Settings], Coroutine[Any, Any, None]]
 log = logging.getLogger("fetcher")
-DISTRIBUTION = "fetcher"
 
 
-def package_version() -> str:
-    """The installed distribution's version (``pip install`` / ``pipx install`` of this tree)."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed: run `make` or `pip install .`)"
+def version_line() -> str:
+    """``fetcher --version``: the service's one version (``VERSION``, else the package's)."""
+    version = service_version()
+    if version == UNKNOWN_VERSION:
+        return f"fetcher {version} (not installed: run `make` or `pip install .`)"
+    return f"fetcher {version}"
 
 
 def _configuration_error(error: SettingsError) -> int:
@@ -107,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fetcher", description="Extracts data from databases as signed, encrypted jobs."
     )
-    parser.add_argument("--version", action="version", version=f"fetcher {package_version()}")
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in ROLES.items():
         commands.add_parser(

@@ -125,7 +125,9 @@ class JobController(Controller):
         description="202 for a new job, 200 with the existing job for a duplicate request.",
         responses={
             200: ResponseSpec(
-                data_container=JobAccepted, description="Duplicate: the existing job"
+                data_container=JobAccepted,
+                description="Duplicate: the existing job",
+                generate_examples=False,
             ),
             **error_responses(400, 409, 413),
         },

@@ -101,9 +101,17 @@ async def version(services: NamedDependency[ApiServices]) -> VersionView:
     tags=["operations"],
     summary="Readiness for one tenant (multi-tenant mode)",
     responses={
-        400: ResponseSpec(TenantProbeError, description="Multi-tenant mode is disabled"),
-        404: ResponseSpec(TenantProbeError, description="This service serves no such tenant"),
-        503: ResponseSpec(ReadinessView, description="A dependency is down, or draining"),
+        400: ResponseSpec(
+            TenantProbeError, description="Multi-tenant mode is disabled", generate_examples=False
+        ),
+        404: ResponseSpec(
+            TenantProbeError,
+            description="This service serves no such tenant",
+            generate_examples=False,
+        ),
+        503: ResponseSpec(
+            ReadinessView, description="A dependency is down, or draining", generate_examples=False
+        ),
     },
 )
 async def readyz_tenant(probes: NamedDependency[Probes], tenant_id: FromPath[str]) -> Response[Any]:

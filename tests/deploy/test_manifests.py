@@ -1,7 +1,9 @@
 """deploy/k8s: the manifests validate against the Kubernetes schemas of a pinned version
 (kubernetes-validate ships them), KEDA's resources against deploy/schemas/keda-v1alpha1.json,
-and they are wired as the roles need: probes on the right ports, resources, disruption
-budgets, autoscaling of the API on CPU and of the worker on the work queue."""
+and they are wired as the roles need: probes on the right ports, `fetcher check` before each
+role, resources, disruption budgets, autoscaling of the API on CPU and of the worker on the
+work queue. `kubectl apply -f deploy/k8s/` (not recursive) applies only what every cluster
+takes: the Secret is an example in its own folder, KEDA's resources are optional in theirs."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from entrypoints.cli.main import build_parser
 from entrypoints.cli.settings_help import SETTINGS
 from entrypoints.infrastructure import load_key_ring
 from entrypoints.settings import Settings, SettingsError
@@ -19,20 +22,37 @@ from tests.deploy.conftest import BIN, DEPLOY, yaml_documents
 
 KUBERNETES_VERSION = "1.33.0"
 K8S = DEPLOY / "k8s"
-CORE_FILES = ("configmap.yaml", "secret.yaml", "api.yaml", "worker.yaml", "relay.yaml")
+CORE_FILES = ("configmap.yaml", "api.yaml", "worker.yaml", "relay.yaml")
+SECRET_EXAMPLE = K8S / "examples" / "secret.example.yaml"
+KEDA = K8S / "keda" / "keda.yaml"
 PORTS = {"api": ("http", 4006), "worker": ("health", 4007), "relay": ("health", 4007)}
 
 
 def resources() -> dict[tuple[str, str], dict]:
     found = {}
-    for path in sorted(K8S.glob("*.yaml")):
+    for path in [*sorted(K8S.glob("*.yaml")), SECRET_EXAMPLE, KEDA]:
         for doc in yaml_documents(path):
             found[(doc["kind"], doc["metadata"]["name"])] = doc
     return found
 
 
 def test_every_manifest_file_is_checked():
-    assert {p.name for p in K8S.glob("*.yaml")} == {*CORE_FILES, "keda.yaml"}
+    assert {p.relative_to(K8S).as_posix() for p in K8S.rglob("*.y*ml")} == {
+        *CORE_FILES,
+        "examples/secret.example.yaml",
+        "keda/keda.yaml",
+    }
+
+
+def test_applying_the_folder_applies_no_secret_and_nothing_a_cluster_may_not_know():
+    """`kubectl apply -f deploy/k8s/` reads the folder's own files, not its subfolders."""
+    applied = [doc for path in K8S.glob("*") if path.is_file() for doc in yaml_documents(path)]
+    kinds = {doc["kind"] for doc in applied}
+    assert kinds == {"ConfigMap", "Deployment", "Service", "HorizontalPodAutoscaler",
+                     "PodDisruptionBudget"}  # fmt: skip
+    assert all(doc["apiVersion"].split("/")[0] in ("v1", "apps", "autoscaling", "policy")
+               for doc in applied)  # fmt: skip
+    assert [doc["kind"] for doc in yaml_documents(SECRET_EXAMPLE)] == ["Secret"]
 
 
 def test_the_manifests_validate_strictly_against_kubernetes():
@@ -43,6 +63,7 @@ def test_the_manifests_validate_strictly_against_kubernetes():
             KUBERNETES_VERSION,
             "--strict",
             *(str(K8S / name) for name in CORE_FILES),
+            str(SECRET_EXAMPLE),
         ],
         capture_output=True,
         text=True,
@@ -68,7 +89,7 @@ KEDA_SCHEMA = json.loads((DEPLOY / "schemas" / "keda-v1alpha1.json").read_text()
 
 
 def test_kedas_resources_validate_against_their_schema():
-    documents = yaml_documents(K8S / "keda.yaml")
+    documents = yaml_documents(KEDA)
     assert {doc["kind"] for doc in documents} == {"ScaledObject", "TriggerAuthentication"}
     jsonschema.Draft202012Validator.check_schema(KEDA_SCHEMA)
     for doc in documents:
@@ -76,7 +97,7 @@ def test_kedas_resources_validate_against_their_schema():
 
 
 def test_the_keda_schema_refuses_a_misspelt_field():
-    scaled = next(d for d in yaml_documents(K8S / "keda.yaml") if d["kind"] == "ScaledObject")
+    scaled = next(d for d in yaml_documents(KEDA) if d["kind"] == "ScaledObject")
     scaled["spec"]["maxReplicas"] = scaled["spec"].pop("maxReplicaCount")
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(scaled, KEDA_SCHEMA, cls=jsonschema.Draft202012Validator)
@@ -104,6 +125,11 @@ def test_each_role_is_a_hardened_deployment_probed_on_its_port(role):
         {"secretRef": {"name": "fetcher-secrets"}},
     ]
     assert pod["terminationGracePeriodSeconds"] >= 30
+    (check,) = pod["initContainers"]
+    assert check["args"] == ["check", "--role", role]
+    assert build_parser().parse_args(check["args"]).command == "check"
+    assert check["image"] == container["image"] and check["envFrom"] == container["envFrom"]
+    assert check["securityContext"] == container["securityContext"]
     budget = resources()[("PodDisruptionBudget", f"fetcher-{role}")]
     assert (
         budget["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]

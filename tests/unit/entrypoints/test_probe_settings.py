@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import metadata
+
 import pytest
 
 from entrypoints.settings import ProbeSettings, Settings, SettingsError
@@ -10,7 +12,10 @@ from entrypoints.settings import ProbeSettings, Settings, SettingsError
 def test_defaults():
     probes = Settings.from_env({}).probes
     assert probes == ProbeSettings(
-        health_port=4007, drain_seconds=12, deployment_mode="local", version="unknown"
+        health_port=4007,
+        drain_seconds=12,
+        deployment_mode="local",
+        version=metadata.version("fetcher"),
     )
 
 
@@ -47,4 +52,5 @@ def test_the_reported_version_prefers_the_otel_resource_version():
     both = {"OTEL_RESOURCE_SERVICE_VERSION": "2.0.2", "VERSION": "1.0.0"}
     assert ProbeSettings.from_env(both).version == "2.0.2"
     assert ProbeSettings.from_env({"VERSION": "1.0.0"}).version == "1.0.0"
-    assert ProbeSettings.from_env({"OTEL_RESOURCE_SERVICE_VERSION": " "}).version == "unknown"
+    blank = ProbeSettings.from_env({"OTEL_RESOURCE_SERVICE_VERSION": " "}).version
+    assert blank == metadata.version("fetcher")  # the package's, as everywhere else

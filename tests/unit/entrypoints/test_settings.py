@@ -146,6 +146,40 @@ def test_start_up_stops_with_one_clear_line(env, line, tmp_path):
     assert "guest:guest" not in result.stderr
 
 
+TRACING_ON = {"ENABLE_TELEMETRY": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4317"}
+
+
+def test_grpc_tracing_without_the_grpc_extra_names_both_fixes(monkeypatch):
+    monkeypatch.setattr(settings_module, "_installed", lambda module: False)
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env(TRACING_ON)
+    message = str(caught.value)
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf" in message
+    assert "fetcher[otlp-grpc]" in message and "FETCHER_EXTRAS=otlp-grpc" in message
+    over_http = {**TRACING_ON, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+    assert Settings.from_env(over_http).tracing.protocol == "http/protobuf"
+
+
+def test_grpc_tracing_starts_where_the_grpc_extra_is_installed():
+    assert Settings.from_env(TRACING_ON).tracing.protocol == "grpc"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "package"),
+        ({"VERSION": " 2.3.4 "}, "2.3.4"),
+        ({"VERSION": "2.3.4", "OTEL_RESOURCE_SERVICE_VERSION": "9.9.9"}, "2.3.4"),
+    ],
+)
+def test_one_version_from_the_package_metadata_overridden_by_version(env, expected):
+    from importlib import metadata
+
+    version = metadata.version("fetcher") if expected == "package" else expected
+    assert Settings.from_env(env).version == version
+    assert settings_module.service_version(env) == version
+
+
 @pytest.mark.parametrize(
     ("value", "serve", "one_role"),
     [("", True, False), ("true", True, True), ("false", False, False)],

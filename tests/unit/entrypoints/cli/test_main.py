@@ -53,6 +53,11 @@ def test_version_prints_the_installed_distributions_version(tmp_path):
     assert result.stdout == f"fetcher {metadata.version('fetcher')}\n"
 
 
+def test_version_is_overridden_by_the_version_setting(tmp_path):
+    result = run_fetcher("--version", env={"VERSION": "2.3.4-rc.1"}, cwd=tmp_path)
+    assert result.stdout == "fetcher 2.3.4-rc.1\n", result.stderr
+
+
 class RecordingEnv(dict[str, str]):
     """An environment that notes every variable the settings look up."""
 
@@ -293,7 +298,7 @@ def test_healthcheck_asks_the_api_address_and_the_health_port():
     ]
     assert local_health_urls({"SERVER_ADDRESS": "[::]:80", "HEALTH_PORT": "9000"}) == [
         "http://[::1]:80/health",
-        "http://127.0.0.1:9000/health",
+        "http://[::1]:9000/health",
     ]
     assert local_health_urls({"HEALTH_PORT": "0"})[1] == "http://127.0.0.1:4007/health"
 

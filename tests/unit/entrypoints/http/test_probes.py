@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,7 @@ async def test_version_and_mode_default_as_the_reference(tmp_path):
         AsyncTestClient(create_app(fetcher.api)) as client,
     ):
         body = (await client.get("/readyz")).json()
-    assert (body["version"], body["deployment_mode"]) == ("unknown", "local")
+    assert (body["version"], body["deployment_mode"]) == (metadata.version("fetcher"), "local")
     assert list(body["checks"]) == ["sqlite"]  # the API alone opens no storage nor queue
 
 
@@ -145,7 +146,7 @@ async def test_readyz_while_draining(tmp_path):
     assert ready.json() == {
         "status": "unhealthy",
         "checks": {"draining": {"status": "down", "reason": "graceful drain in progress"}},
-        "version": "unknown",
+        "version": metadata.version("fetcher"),
         "deployment_mode": "local",
     }
     assert health.status_code == 200  # still alive while it drains
