@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from domain.tenant import SINGLE_TENANCY, Tenancy
-from entrypoints.security import check_tenancy, open_http_security
+from entrypoints.composition.security import check_tenancy, open_http_security
 from entrypoints.settings import Settings, SettingsError
 
 OIDC = {
