@@ -23,7 +23,6 @@ from application.policies.reap_jobs import ReapJobs
 from application.policies.requeue_pending import RequeuePending
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore
-from application.ports.job_leases import JobLeases
 from application.ports.log_watch import LogWatch
 from application.ports.messaging import JobEventPublisher, WorkQueue
 from application.ports.metrics import Metrics
@@ -84,7 +83,6 @@ def relay_role(infra: Infrastructure, publishers: Publishers) -> Relay:
         queue_is_volatile=isinstance(publishers.work_queue, InProcessWorkQueue),
         tracer=infra.tracer,
         metrics=infra.metrics,
-        leases=infra.tables.jobs,
         watch=events.watch,
         checkpoints=checkpoints,
     )
@@ -102,7 +100,6 @@ def build_relay(
     queue_is_volatile: bool = False,
     metrics: Metrics,
     tracer: Tracer = NO_TRACER,
-    leases: JobLeases | None = None,
     watch: LogWatch | None = None,
     checkpoints: RecordCheckpoints | None = None,
 ) -> Relay:
@@ -159,7 +156,7 @@ def build_relay(
                 clock,
                 pending_timeout=timedelta(seconds=settings.engine.pending_timeout_seconds),
                 metrics=metrics,
-                leases=leases,
+                leases=job_index,
             ),
         ),
         requeue_on_start=(
