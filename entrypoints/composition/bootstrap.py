@@ -49,7 +49,7 @@ async def bootstrap(
         if Role.WORKER in roles:
             worker = await open_worker(stack, infra, overrides, lookups, relay)
 
-        dependencies: list[Dependency] = [database_dependency(settings, infra.events.store)]
+        dependencies: list[Dependency] = [database_dependency(settings, infra.events.store.check)]
         broker_checks: list[Check] = []
         if infra.publishers is not None:
             broker_checks = [infra.publishers.work_queue.check, infra.publishers.events.check]
@@ -60,7 +60,7 @@ async def bootstrap(
         if broker is not None:
             dependencies.append(broker)
         if worker is not None and infra.storage is not None:
-            dependencies.append(storage_dependency(settings, infra.storage))
+            dependencies.append(storage_dependency(settings, infra.storage.check))
         probes = probes_of(settings, dependencies, metrics)
 
         api: ApiServices | None = None

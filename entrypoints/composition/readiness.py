@@ -22,8 +22,6 @@ from urllib.parse import urlsplit
 from adapters.common.postgres import reach
 from adapters.messaging.rabbitmq_probe import reach_broker
 from adapters.metrics.prometheus import PrometheusMetrics
-from application.ports.job_event_store import JobEventStore
-from application.ports.result_storage import ResultStorage
 from application.readiness import CHECK_TIMEOUT_SECONDS, Check, Dependency, Readiness, sanitize
 from entrypoints.composition.infrastructure import reach_result_storage
 from entrypoints.roles import FOLLOWERS, Probes, Role
@@ -55,8 +53,9 @@ def _where(url: str) -> str:
 
 def needed_by(settings: Settings, roles: Collection[Role]) -> list[Needed]:
     """What ``roles`` cannot start without, in the order bootstrap opens it: the service's
-    PostgreSQL, the broker, and (for the worker) S3 result storage. The embedded twins (SQLite
-    files, in-process queue, results folder) are never waited for."""
+    PostgreSQL, the broker, and (for the worker) S3 result storage, each named as once it is
+    open, with a check that only dials. The embedded twins (SQLite files, in-process queue,
+    results folder) are never waited for."""
     needed: list[Needed] = []
     database = settings.database.postgres
     if database is not None:
@@ -65,16 +64,17 @@ def needed_by(settings: Settings, roles: Collection[Role]) -> list[Needed]:
             await reach(database, timeout=CHECK_TIMEOUT_SECONDS)
 
         where = f"{database.host}:{database.port}"
-        needed.append(Needed(Dependency("postgres", database_check), "the database", where))
+        dependency = database_dependency(settings, database_check)
+        needed.append(Needed(dependency, "the database", where))
     url = settings.broker.url
     if url:
 
         async def broker_check() -> None:
             await reach_broker(url, timeout=CHECK_TIMEOUT_SECONDS)
 
-        tls = url.startswith("amqps:")
-        dependency = Dependency("rabbitmq", broker_check, tls=tls)
-        needed.append(Needed(dependency, "the message broker", _where(url)))
+        broker = broker_dependency(settings, broker_check)
+        if broker is not None:
+            needed.append(Needed(broker, "the message broker", _where(url)))
     storage = settings.storage
     if Role.WORKER in roles and storage.uses_s3:
 
@@ -82,9 +82,9 @@ def needed_by(settings: Settings, roles: Collection[Role]) -> list[Needed]:
             await reach_result_storage(settings)
 
         endpoint = storage.endpoint
-        tls = endpoint is None or endpoint.startswith("https:")
         where = _where(endpoint) if endpoint else "its default endpoint"
-        needed.append(Needed(Dependency("s3", storage_check, tls=tls), "result storage", where))
+        dependency = storage_dependency(settings, storage_check)
+        needed.append(Needed(dependency, "result storage", where))
     return needed
 
 
@@ -152,15 +152,16 @@ class DependencyWaiter:
         return True
 
 
-def database_dependency(settings: Settings, store: JobEventStore) -> Dependency:
-    """The service's database, through the event store (the SQL adapters share it):
-    ``postgres``, or ``sqlite`` on the embedded default."""
+def database_dependency(settings: Settings, check: Check) -> Dependency:
+    """The service's database, through ``check`` (the event store's once open; the SQL
+    adapters share the database): ``postgres``, or ``sqlite`` on the embedded default."""
     name = "postgres" if settings.database.postgres is not None else "sqlite"
-    return Dependency(name, store.check)
+    return Dependency(name, check)
 
 
 def broker_dependency(settings: Settings, *checks: Check) -> Dependency | None:
-    """The broker, through ``checks`` (the publishers' own, or a ``RabbitBrokerProbe``'s):
+    """The broker, through ``checks`` (a dial before start; once open, the publishers' own or
+    a ``RabbitBrokerProbe``'s):
     ``rabbitmq``, or ``local_broker`` for the in-process queue and events file of the
     embedded default (with nothing to check there, none)."""
     if not checks:
@@ -171,13 +172,14 @@ def broker_dependency(settings: Settings, *checks: Check) -> Dependency | None:
     return Dependency("rabbitmq", _all(checks), tls=url.startswith("amqps:"))
 
 
-def storage_dependency(settings: Settings, storage: ResultStorage) -> Dependency:
-    """Result storage: ``s3`` (its bucket), or ``local_storage`` for the results folder."""
+def storage_dependency(settings: Settings, check: Check) -> Dependency:
+    """Result storage, through ``check`` (the storage's own once open): ``s3`` (its bucket),
+    or ``local_storage`` for the results folder."""
     config = settings.storage
     if not config.uses_s3:
-        return Dependency("local_storage", storage.check)
+        return Dependency("local_storage", check)
     endpoint = config.endpoint
-    return Dependency("s3", storage.check, tls=endpoint is None or endpoint.startswith("https:"))
+    return Dependency("s3", check, tls=endpoint is None or endpoint.startswith("https:"))
 
 
 def _all(checks: tuple[Check, ...]) -> Check:
@@ -206,13 +208,9 @@ def starting_probes(
     """The probes of a process still starting: readiness over its dependencies' dial checks
     and a ``starting`` check that is down until the role has started (once they answer,
     opening the adapters still takes a moment); not live until then either."""
-    readiness = Readiness(
-        [*waiter.dependencies, Dependency(STARTING, _still_starting)],
-        metrics=metrics,
-        version=settings.probes.version,
-        deployment_mode=settings.probes.deployment_mode,
+    return probes_of(
+        settings, [*waiter.dependencies, Dependency(STARTING, _still_starting)], metrics
     )
-    return Probes(readiness, metrics, settings.tenancy.tenancy)
 
 
 def probes_of(

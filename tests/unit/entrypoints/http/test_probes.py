@@ -86,9 +86,9 @@ def test_production_dependencies_carry_the_reference_names():
         }
     )
     store, storage = InMemoryJobEventStore(), InMemoryResultStorage()
-    database = database_dependency(settings, store)
+    database = database_dependency(settings, store.check)
     broker = broker_dependency(settings, store.check)
-    s3 = storage_dependency(settings, storage)
+    s3 = storage_dependency(settings, storage.check)
     assert (database.name, broker.name, s3.name) == ("postgres", "rabbitmq", "s3")
     assert (database.tls, broker.tls, s3.tls) == (None, True, True)
     assert all(d.timeout == 2.0 for d in (database, broker, s3))
@@ -101,8 +101,8 @@ def test_production_dependencies_carry_the_reference_names():
         }
     )
     assert broker_dependency(plain, store.check).tls is False
-    assert storage_dependency(plain, storage).tls is False
-    assert database_dependency(plain, store).name == "sqlite"
+    assert storage_dependency(plain, storage.check).tls is False
+    assert database_dependency(plain, store.check).name == "sqlite"
     assert broker_dependency(plain) is None  # nothing to check
     assert broker_dependency(embedded(Path(".")), store.check).name == "local_broker"
 
