@@ -38,6 +38,7 @@ from application.queries.validate_schema import ValidateSchema
 from application.readiness import Readiness
 from application.running_jobs import RunningJobs
 from domain.tenant import SINGLE_TENANCY, Tenancy
+from entrypoints.http.auth import OPEN, HttpSecurity
 
 T = TypeVar("T")
 
@@ -110,6 +111,9 @@ class ApiServices:
     """The process's tracer; the HTTP layer traces requests with it too."""
     list_checkpoints: ListCheckpoints | None = None
     """The audit checkpoints (None: the event store keeps none; the list is empty)."""
+    security: HttpSecurity = OPEN
+    """How callers are authenticated and authorised (``OPEN``: not at all, only where that is
+    allowed)."""
 
 
 @dataclass(slots=True)

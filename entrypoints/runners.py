@@ -23,7 +23,7 @@ from entrypoints.composition.readiness import (
     process_metrics,
     starting_probes,
 )
-from entrypoints.composition.security import open_http_security
+from entrypoints.composition.security import check_http_security
 from entrypoints.heap import freeze_startup_heap
 from entrypoints.http.app import create_app
 from entrypoints.http.ops import create_health_app, create_starting_app
@@ -262,6 +262,7 @@ async def _start_http(
     shutdown: Shutdown,
     sock: socket.socket,
 ) -> Fetcher | None:
+    check_http_security(settings)
     waiter = DependencyWaiter(needed_by(settings, roles))
     metrics = process_metrics(roles)
     if await waiter.reachable():
@@ -302,7 +303,6 @@ async def serve(settings: Settings) -> None:
 
 async def _serve_all(settings: Settings, shutdown: Shutdown, sock: socket.socket) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        security = await stack.enter_async_context(open_http_security(settings))
         fetcher = await _start_http(stack, settings, ALL_ROLES, shutdown, sock)
         if fetcher is None:
             return
@@ -311,7 +311,7 @@ async def _serve_all(settings: Settings, shutdown: Shutdown, sock: socket.socket
             requeued = await relay.requeue_on_start()
             if requeued:
                 log.info("requeued %d pending jobs after a restart", requeued)
-        server = _uvicorn(settings, create_app(fetcher.api, security))
+        server = _uvicorn(settings, create_app(fetcher.api))
         freeze_startup_heap()
         log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
         await _supervise(
@@ -330,11 +330,10 @@ async def api(settings: Settings) -> None:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
     async with contextlib.AsyncExitStack() as stack:
         sock = stack.enter_context(_listen_http(settings))
-        security = await stack.enter_async_context(open_http_security(settings))
         fetcher = await _start_http(stack, settings, {Role.API}, shutdown, sock)
         if fetcher is None:
             return
-        server = _uvicorn(settings, create_app(fetcher.api, security))
+        server = _uvicorn(settings, create_app(fetcher.api))
         freeze_startup_heap()
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _supervise(

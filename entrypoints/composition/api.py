@@ -35,12 +35,14 @@ from application.recent_checks import RecentChecks
 from domain.connection import DatabaseType
 from entrypoints.composition.infrastructure import Infrastructure
 from entrypoints.composition.overrides import Overrides
+from entrypoints.http.auth import HttpSecurity
 from entrypoints.roles import ApiServices, ConnectionServices, Probes, Relay, no_op
 
 
 def api_role(
     infra: Infrastructure,
     overrides: Overrides,
+    security: HttpSecurity,
     probes: Probes,
     worker_lookups: CachingConnectionRepository | None,
     relay: Relay | None,
@@ -102,6 +104,7 @@ def api_role(
         tenancy=settings.tenancy.tenancy,
         on_job_recorded=relay.wake if relay else no_op,
         tracer=infra.tracer,
+        security=security,
         list_checkpoints=ListCheckpoints(infra.checkpoints)
         if infra.checkpoints is not None
         else None,

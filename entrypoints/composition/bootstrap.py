@@ -17,6 +17,7 @@ from entrypoints.composition.readiness import (
     storage_dependency,
 )
 from entrypoints.composition.relay import relay_role
+from entrypoints.composition.security import open_http_security
 from entrypoints.composition.worker import open_worker, worker_lookups
 from entrypoints.roles import ALL_ROLES, ApiServices, Fetcher, Relay, Role, Worker
 from entrypoints.settings import Settings
@@ -35,7 +36,9 @@ async def bootstrap(
     adapters without wiring use cases themselves; bootstrap closes only what it opened.
     ``roles`` also decides what is opened at all: only the worker opens result storage, the
     API alone no work queue. Readiness checks what was opened; the metrics registry (one for
-    the process) is given to every use case and policy that counts its work.
+    the process) is given to every use case and policy that counts its work. The API's
+    security (token verifier, authoriser) is opened here too; the refusals at start
+    (``check_http_security``) are the runner's, made before it waits for anything.
     """
     roles = frozenset(roles)
     metrics = process_metrics(roles) if overrides.metrics is None else overrides.metrics
@@ -65,5 +68,8 @@ async def bootstrap(
 
         api: ApiServices | None = None
         if Role.API in roles:
-            api = api_role(infra, overrides, probes, lookups, relay)
+            security = overrides.security
+            if security is None:
+                security = await stack.enter_async_context(open_http_security(settings))
+            api = api_role(infra, overrides, security, probes, lookups, relay)
         yield Fetcher(api=api, worker=worker, relay=relay, probes=probes)

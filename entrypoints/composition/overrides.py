@@ -21,6 +21,7 @@ from application.ports.result_storage import ResultStorage
 from application.ports.schema_cache import SchemaCache
 from application.ports.tracer import Tracer
 from entrypoints.composition.bundles import JobTable
+from entrypoints.http.auth import HttpSecurity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +36,8 @@ class Overrides:
     - ``reader`` is used as it is (it must guard its own dials); ``host_guard`` turns the SSRF
       guard on for the checks at write time.
     - ``work_consumer`` builds the consumer around the worker's handler.
+    - ``security``: how the API authenticates and authorises (by default opened from the
+      settings; the start-up refusals are the runner's, ``check_http_security``).
     - ``metrics``: the process's one registry (the runners make it before bootstrap, for the
       probes answered while starting).
     """
@@ -60,6 +63,7 @@ class Overrides:
     work_consumer: Callable[[WorkHandler], WorkConsumer] | None = None
     worker_id: str | None = None
     run_limits: RunLimits | None = None
+    security: HttpSecurity | None = None
 
 
 NO_OVERRIDES = Overrides()

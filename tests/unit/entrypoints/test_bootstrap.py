@@ -135,3 +135,24 @@ async def test_the_api_and_the_worker_remember_connection_lookups_unless_told_no
         assert fetcher.worker is not None
         worker_repository = fetcher.worker.run_job.directory.repository
         assert not isinstance(worker_repository, CachingConnectionRepository)
+
+
+async def test_the_api_security_is_opened_from_the_settings_unless_overridden(
+    app: App, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from entrypoints.http.auth import OPEN
+
+    oidc = {
+        "FETCHER_AUTH_ISSUER": "https://sso.example.com/realms/fetcher",
+        "FETCHER_AUTH_AUDIENCE": "fetcher-api",
+        "FETCHER_AUTH_HS256_SECRET": "s" * 32,
+    }
+    settings = in_memory_settings(tmp_path, **oidc)
+    async with bootstrap(settings, roles={Role.API}, overrides=app.overrides()) as fetcher:
+        assert fetcher.api.security.enabled
+        assert create_app(fetcher.api).state.security is fetcher.api.security
+    given = replace(app.overrides(), security=OPEN)
+    async with bootstrap(settings, roles={Role.API}, overrides=given) as fetcher:
+        assert fetcher.api.security is OPEN
