@@ -16,11 +16,6 @@ from application.ports.log_watch import LogWatch
 from application.ports.messaging import JobEventPublisher, WorkQueue
 
 
-class AuditedEventStore(JobEventStore, AuditLog, Protocol):
-    """An event store that also reads its log as stored, for the audit checkpoints (the
-    eventsourcing one; the in-memory twin does not)."""
-
-
 class JobTable(JobIndex, JobLeases, JobProgressStore, Protocol):
     """The job index, which keeps the leases and the progress of running jobs beside its rows
     (the SQL one and its twin)."""
