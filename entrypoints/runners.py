@@ -14,17 +14,23 @@ import uvicorn
 
 from adapters.metrics.prometheus import PrometheusMetrics
 from application.ports.messaging import WorkConsumer
-from application.readiness import Dependency, Readiness
-from entrypoints.bootstrap import bootstrap
+from application.readiness import Readiness
+from entrypoints.composition import Overrides, bootstrap
+from entrypoints.composition.readiness import (
+    DependencyWaiter,
+    cause_of,
+    needed_by,
+    process_metrics,
+    starting_probes,
+)
+from entrypoints.composition.security import check_http_security
 from entrypoints.heap import freeze_startup_heap
 from entrypoints.http.app import create_app
 from entrypoints.http.ops import create_health_app, create_starting_app
 from entrypoints.http.request_deadlines import DeadlineHttpToolsProtocol
 from entrypoints.listening import listen
-from entrypoints.roles import ALL_ROLES, FOLLOWERS, Fetcher, Probes, Role
-from entrypoints.security import open_http_security
+from entrypoints.roles import ALL_ROLES, Fetcher, Probes, Role
 from entrypoints.settings import Settings, SettingsError
-from entrypoints.startup import DependencyWaiter, needed_by
 
 log = logging.getLogger("fetcher")
 
@@ -205,32 +211,6 @@ def _health_server(settings: Settings, probes: Probes) -> uvicorn.Server:
     return server
 
 
-def _metrics_for(roles: Collection[Role]) -> PrometheusMetrics:
-    return PrometheusMetrics(followers=FOLLOWERS if Role.RELAY in roles else ())
-
-
-STARTING = "starting"
-
-
-async def _still_starting() -> None:
-    raise RuntimeError("the role has not started yet")
-
-
-def _starting_probes(
-    settings: Settings, waiter: DependencyWaiter, metrics: PrometheusMetrics
-) -> Probes:
-    """The probes of a process still starting: readiness over its dependencies' dial checks
-    and a ``starting`` check that is down until the role has started (once they answer,
-    opening the adapters still takes a moment); not live until then either."""
-    readiness = Readiness(
-        [*waiter.dependencies, Dependency(STARTING, _still_starting)],
-        metrics=metrics,
-        version=settings.probes.version,
-        deployment_mode=settings.probes.deployment_mode,
-    )
-    return Probes(readiness, metrics, settings.tenancy.tenancy)
-
-
 async def _start(
     stack: contextlib.AsyncExitStack,
     settings: Settings,
@@ -246,14 +226,17 @@ async def _start(
     while await waiter.wait(shutdown.requested):
         try:
             return await stack.enter_async_context(
-                bootstrap(settings, roles=roles, metrics=metrics)
+                bootstrap(settings, roles=roles, overrides=Overrides(metrics=metrics))
             )
         except SettingsError:
             raise
-        except Exception:
+        except Exception as error:
             if await waiter.reachable():
                 raise
-            log.debug("start interrupted by a dependency going down", exc_info=True)
+            log.warning(
+                "start interrupted by a dependency going down (%s), waiting for it",
+                cause_of(error),
+            )
     return None
 
 
@@ -279,16 +262,22 @@ async def _start_http(
     shutdown: Shutdown,
     sock: socket.socket,
 ) -> Fetcher | None:
+    check_http_security(settings)
     waiter = DependencyWaiter(needed_by(settings, roles))
-    metrics = _metrics_for(roles)
+    metrics = process_metrics(roles)
     if await waiter.reachable():
-        with contextlib.suppress(Exception):
-            # Everything answers: start at once (a failure is handled below, while answering).
+        # Everything answers: start at once (a failure is said, then handled below while
+        # answering the probes).
+        try:
             return await stack.enter_async_context(
-                bootstrap(settings, roles=roles, metrics=metrics)
+                bootstrap(settings, roles=roles, overrides=Overrides(metrics=metrics))
             )
+        except SettingsError:
+            raise
+        except Exception as error:
+            log.warning("start failed (%s), answering the probes and trying again", cause_of(error))
     async with _answering_while_starting(
-        settings, sock, _starting_probes(settings, waiter, metrics)
+        settings, sock, starting_probes(settings, waiter, metrics)
     ):
         return await _start(stack, settings, roles, shutdown, waiter, metrics)
 
@@ -314,7 +303,6 @@ async def serve(settings: Settings) -> None:
 
 async def _serve_all(settings: Settings, shutdown: Shutdown, sock: socket.socket) -> None:
     async with contextlib.AsyncExitStack() as stack:
-        security = await stack.enter_async_context(open_http_security(settings))
         fetcher = await _start_http(stack, settings, ALL_ROLES, shutdown, sock)
         if fetcher is None:
             return
@@ -323,7 +311,7 @@ async def _serve_all(settings: Settings, shutdown: Shutdown, sock: socket.socket
             requeued = await relay.requeue_on_start()
             if requeued:
                 log.info("requeued %d pending jobs after a restart", requeued)
-        server = _uvicorn(settings, create_app(fetcher.api, security))
+        server = _uvicorn(settings, create_app(fetcher.api))
         freeze_startup_heap()
         log.info("fetcher serving on http://%s:%d", settings.http.host, settings.http.port)
         await _supervise(
@@ -342,11 +330,10 @@ async def api(settings: Settings) -> None:
         raise SettingsError("RABBITMQ_URL is required for `fetcher api` (use `fetcher serve`)")
     async with contextlib.AsyncExitStack() as stack:
         sock = stack.enter_context(_listen_http(settings))
-        security = await stack.enter_async_context(open_http_security(settings))
         fetcher = await _start_http(stack, settings, {Role.API}, shutdown, sock)
         if fetcher is None:
             return
-        server = _uvicorn(settings, create_app(fetcher.api, security))
+        server = _uvicorn(settings, create_app(fetcher.api))
         freeze_startup_heap()
         log.info("fetcher api on http://%s:%d", settings.http.host, settings.http.port)
         await _supervise(
@@ -365,8 +352,8 @@ async def _background_role(
     shutdown = Shutdown(settings.probes.drain_seconds)
     shutdown.install()
     waiter = DependencyWaiter(needed_by(settings, roles))
-    metrics = _metrics_for(roles)
-    probes = _starting_probes(settings, waiter, metrics)
+    metrics = process_metrics(roles)
+    probes = starting_probes(settings, waiter, metrics)
     with _listen_health(settings) as sock:
         health = _health_server(settings, probes)
 

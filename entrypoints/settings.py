@@ -379,7 +379,8 @@ class SecuritySettings:
     Tokens are verified when a key source is set: ``FETCHER_AUTH_ISSUER`` alone (OIDC
     discovery), or with ``FETCHER_AUTH_JWKS_URL``, ``FETCHER_AUTH_PUBLIC_KEY`` or
     ``FETCHER_AUTH_HS256_SECRET`` (one of the three). Whether the API may run without
-    authentication depends on its listen address; ``entrypoints.security`` decides at start.
+    authentication depends on its listen address; ``entrypoints.composition.security``
+    decides at start.
     """
 
     issuer: str | None = None

@@ -10,7 +10,7 @@ import sys
 
 from domain.errors import FetcherError
 from entrypoints.cli.check import shown_url, vhost_of
-from entrypoints.infrastructure import broker_topology
+from entrypoints.composition.infrastructure import broker_topology
 from entrypoints.settings import Settings, SettingsError
 
 

@@ -25,7 +25,7 @@ from adapters.storage.s3 import S3ResultStorage
 from application.errors import PortError, StorageError, StorageRejected
 from application.readiness import sanitize
 from domain.errors import Unavailable
-from entrypoints.infrastructure import broker_topology, s3_settings
+from entrypoints.composition.infrastructure import broker_topology, s3_settings
 from entrypoints.settings import Settings, SettingsError
 
 TIMEOUT_SECONDS = 10.0

@@ -17,7 +17,6 @@ from domain.identity import Identity
 from domain.tenant import Tenant
 from entrypoints.http.audit_routes import AuditController
 from entrypoints.http.auth import (
-    OPEN,
     SECURITY_COMPONENTS,
     BearerAuthentication,
     HttpSecurity,
@@ -84,10 +83,12 @@ def _tracing_plugins(services: ApiServices) -> list[Any]:
     return [OpenTelemetryPlugin(config)]
 
 
-def create_app(services: ApiServices, security: HttpSecurity = OPEN) -> Litestar:
+def create_app(services: ApiServices, security: HttpSecurity | None = None) -> Litestar:
     """The API on ``services``. ``security`` says how callers are authenticated and
-    authorised; the composition root decides it from the settings (``OPEN``, without
-    authentication, only where that is allowed)."""
+    authorised: by default the services' own, which the composition decides from the
+    settings (``OPEN``, without authentication, only where that is allowed)."""
+    if security is None:
+        security = services.security
 
     async def provide_services() -> ApiServices:
         return services

@@ -9,10 +9,11 @@ from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
 from domain.audit_chain import Checkpoint
+from domain.identity import Permission
 from domain.tenant import Tenant
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
-from entrypoints.http.guards import can_read_history
+from entrypoints.http.guards import needs, requires_permission
 from entrypoints.http.list_params import invalid_parameter
 from entrypoints.http.schemas import AuditCheckpoints, AuditCheckpointView
 from entrypoints.roles import ApiServices
@@ -43,10 +44,11 @@ class AuditController(Controller):
     path = "/v1/audit"
     tags = ["audit"]
     security = BEARER_REQUIREMENT
+    guards = [requires_permission]
 
     @get(
         "/checkpoints",
-        guards=[can_read_history],
+        opt=needs(Permission.FETCHER_HISTORY),
         summary="Signed checkpoints of the event log, ascending from `after`",
         description="Each checkpoint signs (Ed25519) the log's position, record count and "
         "running hash, and the SHA-256 of the heads of the jobs recorded since the previous "

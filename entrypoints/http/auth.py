@@ -1,5 +1,5 @@
 """Identity at the edge: the bearer-token middleware, the one list of open routes, and the
-OpenAPI security scheme. Permissions per route are the guards of ``entrypoints.http.guards``."""
+OpenAPI security scheme. Permissions per route: ``entrypoints.http.guards``."""
 
 from __future__ import annotations
 

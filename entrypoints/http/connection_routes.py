@@ -19,15 +19,11 @@ from domain import gojson
 from domain.connection import Connection, normalise_product
 from domain.connection_input import ConnectionInput
 from domain.errors import InvalidRequest
+from domain.identity import Permission
 from domain.tenant import Tenant
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses, status_of
-from entrypoints.http.guards import (
-    can_delete_connections,
-    can_get_connections,
-    can_patch_connections,
-    can_post_connections,
-)
+from entrypoints.http.guards import needs, requires_permission
 from entrypoints.http.job_routes import go_json, parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.openapi import (
@@ -129,10 +125,11 @@ class ConnectionController(Controller):
     path = "/v1/management/connections"
     tags = ["connections"]
     security = BEARER_REQUIREMENT
+    guards = [requires_permission]
 
     @post(
         "/",
-        guards=[can_post_connections],
+        opt=needs(Permission.CONNECTIONS_POST),
         status_code=201,
         summary="Register a connection",
         responses=error_responses(400, 409, 413),
@@ -154,7 +151,7 @@ class ConnectionController(Controller):
 
     @get(
         "/",
-        guards=[can_get_connections],
+        opt=needs(Permission.CONNECTIONS_GET),
         summary="List connections (internal datasources first on page 1)",
         description=LIST_DESCRIPTION,
         responses=error_responses(400),
@@ -176,7 +173,7 @@ class ConnectionController(Controller):
 
     @get(
         "/unassigned",
-        guards=[can_get_connections],
+        opt=needs(Permission.CONNECTIONS_GET),
         summary="List connections without a product",
         description=LIST_DESCRIPTION,
         responses=error_responses(400),
@@ -198,7 +195,7 @@ class ConnectionController(Controller):
 
     @post(
         "/validate-schema",
-        guards=[can_post_connections],
+        opt=needs(Permission.CONNECTIONS_POST),
         status_code=200,
         summary="Check that datasources, tables and fields exist",
         description=(
@@ -241,7 +238,7 @@ class ConnectionController(Controller):
 
     @get(
         "/{connection_id:str}",
-        guards=[can_get_connections],
+        opt=needs(Permission.CONNECTIONS_GET),
         summary="Read a connection",
         responses=error_responses(400, 404),
     )
@@ -256,7 +253,7 @@ class ConnectionController(Controller):
 
     @patch(
         "/{connection_id:str}",
-        guards=[can_patch_connections],
+        opt=needs(Permission.CONNECTIONS_PATCH),
         summary="Change a connection (partial update)",
         responses=error_responses(400, 404, 409, 413),
     )
@@ -276,7 +273,7 @@ class ConnectionController(Controller):
 
     @delete(
         "/{connection_id:str}",
-        guards=[can_delete_connections],
+        opt=needs(Permission.CONNECTIONS_DELETE),
         status_code=204,
         summary="Delete a connection (soft)",
         responses=error_responses(400, 404, 409),
@@ -291,7 +288,7 @@ class ConnectionController(Controller):
 
     @post(
         "/{connection_id:str}/test",
-        guards=[can_post_connections],
+        opt=needs(Permission.CONNECTIONS_POST),
         status_code=200,
         summary="Dial a connection",
         responses=error_responses(400, 404, 429),
@@ -311,7 +308,7 @@ class ConnectionController(Controller):
 
     @get(
         "/{connection_id:str}/schema",
-        guards=[can_get_connections],
+        opt=needs(Permission.CONNECTIONS_GET),
         summary="Discover a connection's tables now",
         responses=error_responses(400, 404),
     )
@@ -328,7 +325,7 @@ class ConnectionController(Controller):
 
     @post(
         "/{connection_id:str}/assign",
-        guards=[can_post_connections],
+        opt=needs(Permission.CONNECTIONS_POST),
         status_code=200,
         summary="Give a connection a product",
         responses=error_responses(400, 404, 409),

@@ -1,6 +1,11 @@
-"""One guard per resource and action (reference §2.1): each route that is not open names the
-one it needs. A guard asks the configured authoriser (the token's permissions claim, or the
-authorization service in plugin mode); with authentication off it lets everything through."""
+"""The permission each route needs (reference §2.1), checked by one guard.
+
+A route that is not open names its permission in its handler's ``opt`` (Litestar's way of
+giving a guard per-route data): ``@get(..., opt=needs(Permission.FETCHER_GET))``. The
+controllers that hold such routes carry ``requires_permission``, which asks the configured
+authoriser (the token's permissions claim, or the authorization service in plugin mode); with
+authentication off it lets everything through.
+"""
 
 from __future__ import annotations
 
@@ -12,51 +17,31 @@ from litestar.handlers.base import BaseRouteHandler
 from domain.identity import Permission
 from entrypoints.http.auth import HttpSecurity
 
-Connection = ASGIConnection[Any, Any, Any, Any]
+PERMISSION: Final = "permission"
+"""The key of a handler's ``opt`` that holds the permission its route needs."""
 
 
-async def _require(connection: Connection, permission: Permission) -> None:
+def needs(permission: Permission) -> dict[str, Any]:
+    """A handler's ``opt`` for a route that needs ``permission``."""
+    return {PERMISSION: permission}
+
+
+def permission_of(handler: BaseRouteHandler) -> Permission | None:
+    """The permission ``handler``'s route needs (``None``: it names none)."""
+    permission = handler.opt.get(PERMISSION)
+    return permission if isinstance(permission, Permission) else None
+
+
+async def requires_permission(
+    connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+) -> None:
+    """The guard of every route that is not open: the caller must hold the permission the
+    handler names. A guarded handler that names none is a wiring mistake, refused (fails
+    closed) rather than served open."""
+    permission = permission_of(handler)
+    if permission is None:
+        raise RuntimeError(f"the route {handler} is guarded but names no permission")
     security: HttpSecurity = connection.app.state.security
     if security.authorizer is None:
         return
     await security.authorizer.authorize(connection.user, permission, connection.auth)
-
-
-async def can_post_connections(connection: Connection, _: BaseRouteHandler) -> None:
-    await _require(connection, Permission.CONNECTIONS_POST)
-
-
-async def can_get_connections(connection: Connection, _: BaseRouteHandler) -> None:
-    await _require(connection, Permission.CONNECTIONS_GET)
-
-
-async def can_patch_connections(connection: Connection, _: BaseRouteHandler) -> None:
-    await _require(connection, Permission.CONNECTIONS_PATCH)
-
-
-async def can_delete_connections(connection: Connection, _: BaseRouteHandler) -> None:
-    await _require(connection, Permission.CONNECTIONS_DELETE)
-
-
-async def can_post_fetcher(connection: Connection, _: BaseRouteHandler) -> None:
-    await _require(connection, Permission.FETCHER_POST)
-
-
-async def can_get_fetcher(connection: Connection, _: BaseRouteHandler) -> None:
-    await _require(connection, Permission.FETCHER_GET)
-
-
-async def can_read_history(connection: Connection, _: BaseRouteHandler) -> None:
-    await _require(connection, Permission.FETCHER_HISTORY)
-
-
-PERMISSION_OF_GUARD: Final = {
-    can_post_connections: Permission.CONNECTIONS_POST,
-    can_get_connections: Permission.CONNECTIONS_GET,
-    can_patch_connections: Permission.CONNECTIONS_PATCH,
-    can_delete_connections: Permission.CONNECTIONS_DELETE,
-    can_post_fetcher: Permission.FETCHER_POST,
-    can_get_fetcher: Permission.FETCHER_GET,
-    can_read_history: Permission.FETCHER_HISTORY,
-}
-"""Every guard with the permission it requires."""

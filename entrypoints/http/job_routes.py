@@ -18,12 +18,13 @@ from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
 from domain import gojson
 from domain.errors import InvalidRequest, MissingFields
+from domain.identity import Permission
 from domain.job import Job
 from domain.request import filters_json, thaw
 from domain.tenant import Tenant
 from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
-from entrypoints.http.guards import can_get_fetcher, can_post_fetcher, can_read_history
+from entrypoints.http.guards import needs, requires_permission
 from entrypoints.http.list_params import invalid_parameter
 from entrypoints.http.request_context import request_id_of
 from entrypoints.http.schemas import (
@@ -116,10 +117,11 @@ class JobController(Controller):
     path = "/v1/fetcher"
     tags = ["jobs"]
     security = BEARER_REQUIREMENT
+    guards = [requires_permission]
 
     @post(
         "/",
-        guards=[can_post_fetcher],
+        opt=needs(Permission.FETCHER_POST),
         status_code=202,
         summary="Create an extraction job",
         description="202 for a new job, 200 with the existing job for a duplicate request.",
@@ -175,7 +177,7 @@ class JobController(Controller):
 
     @get(
         "/{job_id:str}",
-        guards=[can_get_fetcher],
+        opt=needs(Permission.FETCHER_GET),
         summary="Read a job, rebuilt from its own events",
         description="While the job is processing, `progress` shows the rows and bytes "
         "written so far (reported every few seconds). With `asOf` (a version, or an RFC 3339 "
@@ -199,7 +201,7 @@ class JobController(Controller):
 
     @get(
         "/{job_id:str}/events",
-        guards=[can_read_history],
+        opt=needs(Permission.FETCHER_HISTORY),
         summary="A job's event history, in order, for auditors",
         responses=error_responses(400, 404),
     )

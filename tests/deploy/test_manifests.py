@@ -16,7 +16,7 @@ import pytest
 
 from entrypoints.cli.main import build_parser
 from entrypoints.cli.settings_help import SETTINGS
-from entrypoints.infrastructure import load_key_ring
+from entrypoints.composition.infrastructure import load_key_ring
 from entrypoints.settings import Settings, SettingsError
 from tests.deploy.conftest import BIN, DEPLOY, yaml_documents
 

@@ -25,7 +25,7 @@ from adapters.sql.tables import create_engine_for
 from application.commands.run_job import RunJob, RunLimits
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import DatabaseType
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import Overrides, bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import ApiServices, Role
 from entrypoints.settings import Settings
@@ -87,14 +87,16 @@ async def connections_api(
         async with bootstrap(
             settings,
             roles={Role.API, Role.WORKER},
-            key_ring=ring or KeyRing(MASTER_KEY),
-            store=InMemoryJobEventStore(),
-            connections=repository,
-            job_index=InMemoryJobIndex(),
-            reader=reader or default_reader(),
-            storage=storage,
-            work_consumer=lambda handler: RecordingWorkConsumer(queue, handler),
-            run_limits=RunLimits(retry_backoff=0.0),
+            overrides=Overrides(
+                key_ring=ring or KeyRing(MASTER_KEY),
+                store=InMemoryJobEventStore(),
+                connections=repository,
+                job_index=InMemoryJobIndex(),
+                reader=reader or default_reader(),
+                storage=storage,
+                work_consumer=lambda handler: RecordingWorkConsumer(queue, handler),
+                run_limits=RunLimits(retry_backoff=0.0),
+            ),
         ) as fetcher:
             async with in_loop_client(create_app(fetcher.api)) as client:
                 yield Api(client, repository, fetcher.api, fetcher.worker.run_job, storage)

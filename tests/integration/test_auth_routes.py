@@ -26,7 +26,7 @@ from application.queries.get_job import GetJob, GetJobHistory
 from domain.identity import Permission, granting
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import BEARER, OPEN_ROUTES, HttpSecurity, is_open
-from entrypoints.http.guards import PERMISSION_OF_GUARD
+from entrypoints.http.guards import permission_of, requires_permission
 from entrypoints.roles import ApiServices
 from tests.integration.auth_servers import (
     ALL_PERMISSIONS,
@@ -225,8 +225,12 @@ def test_every_route_is_open_or_guarded_by_its_permission(app):  # noqa: F811
     guarded = {route for route in routes if not is_open(route[1])}
     assert guarded == set(ROUTES) == set(HAPPY)
     for route, handler in routes.items():
-        guards = [PERMISSION_OF_GUARD.get(guard) for guard in handler.resolve_guards()]
-        assert guards == ([] if route not in ROUTES else [ROUTES[route]]), route
+        guards = handler.resolve_guards()
+        if route in ROUTES:
+            assert guards == [requires_permission], route
+            assert permission_of(handler) is ROUTES[route], route
+        else:
+            assert guards == [] and permission_of(handler) is None, route
 
 
 def test_the_open_route_list():

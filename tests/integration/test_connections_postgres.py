@@ -20,7 +20,7 @@ from application.commands.assign_connection import AssignConnection
 from application.connection_directory import internal_id
 from domain.connection import Connection
 from domain.errors import FetcherError
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
 from entrypoints.settings import Settings

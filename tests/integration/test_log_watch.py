@@ -16,7 +16,7 @@ from adapters.eventstore.listener import PostgresLogWatch
 from adapters.eventstore.store import EventsourcingJobEventStore
 from application.policies.follower import LogFollower, WakeOnGrowth
 from application.ports.job_event_store import LoggedEvent
-from entrypoints.infrastructure import log_watch_for
+from entrypoints.composition.infrastructure import log_watch_for
 from entrypoints.settings import Settings
 from tests.contracts.job_event_store import _full_history
 from tests.integration.conftest import fresh_pg_database

@@ -23,12 +23,12 @@ from application.ports.messaging import Settlement
 from application.readiness import Readiness, Status
 from entrypoints.cli.check import run_checks
 from entrypoints.cli.main import main
-from entrypoints.infrastructure import (
+from entrypoints.composition.infrastructure import (
     declare_broker_topology,
     open_rabbit_consumer,
-    routing_dependency,
     unroutable_messages,
 )
+from entrypoints.composition.readiness import routing_dependency
 from entrypoints.settings import Settings
 from tests.integration.test_rabbitmq import (  # noqa: F401
     AMQP_URL,

@@ -18,7 +18,7 @@ from application.commands.run_job import RunLimits
 from application.ports.messaging import Settlement, WorkOrder
 from application.running_jobs import RunningJobs
 from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
-from entrypoints.roles import work_handler
+from entrypoints.composition.worker import work_handler
 from tests.integration.test_rabbitmq import AMQP_URL, NOW, Broker, _publish_order, broker
 from tests.support.signing import HmacTestSigner
 from tests.support.tcp_proxy import proxied

@@ -20,7 +20,8 @@ from domain.connection import Connection, DatabaseType, Endpoint
 from domain.connection_input import ConnectionInput
 from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
-from entrypoints.roles import ConnectionServices, connection_services
+from entrypoints.composition.api import connection_services
+from entrypoints.roles import ConnectionServices
 
 
 class Ticks:

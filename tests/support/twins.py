@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
 import pytest
@@ -29,7 +28,7 @@ from application.commands.run_job import RunJob, RunLimits
 from application.policies.follower import LogFollower
 from domain.connection import Connection
 from domain.connection_input import ConnectionInput
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import Overrides, bootstrap
 from entrypoints.roles import Fetcher
 from entrypoints.settings import Settings
 
@@ -70,23 +69,24 @@ class App:
     ids: CountingIds
     ring: KeyRing
 
-    def overrides(self) -> dict[str, Any]:
-        """This app's adapters as ``bootstrap`` overrides, to wire a variant on the same state."""
-        return {
-            "key_ring": self.ring,
-            "store": self.store,
-            "connections": self.repository,
-            "job_index": self.job_index,
-            "reader": self.reader,
-            "storage": self.storage,
-            "work_queue": self.queue,
-            "event_publisher": self.publisher,
-            "work_consumer": lambda handler: RecordingWorkConsumer(self.queue, handler),
-            "clock": self.clock,
-            "ids": self.ids,
-            "worker_id": "worker-1",
-            "run_limits": RunLimits(retry_backoff=0.0),
-        }
+    def overrides(self) -> Overrides:
+        """This app's adapters as ``bootstrap`` overrides, to wire a variant on the same state
+        (``dataclasses.replace`` changes some)."""
+        return Overrides(
+            key_ring=self.ring,
+            store=self.store,
+            connections=self.repository,
+            job_index=self.job_index,
+            reader=self.reader,
+            storage=self.storage,
+            work_queue=self.queue,
+            event_publisher=self.publisher,
+            work_consumer=lambda handler: RecordingWorkConsumer(self.queue, handler),
+            clock=self.clock,
+            ids=self.ids,
+            worker_id="worker-1",
+            run_limits=RunLimits(retry_backoff=0.0),
+        )
 
     @property
     def request_job(self) -> RequestJob:
@@ -150,6 +150,6 @@ async def app(tmp_path: Path) -> AsyncIterator[App]:
         ids=CountingIds(),
         ring=KeyRing(MASTER_KEY),
     )
-    async with bootstrap(in_memory_settings(tmp_path), **app.overrides()) as fetcher:
+    async with bootstrap(in_memory_settings(tmp_path), overrides=app.overrides()) as fetcher:
         app.fetcher = fetcher
         yield app

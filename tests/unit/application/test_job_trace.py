@@ -25,7 +25,7 @@ from adapters.memory.result_storage import InMemoryResultStorage
 from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from domain.connection_input import ConnectionInput
 from domain.job import JobCompleted
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import Overrides, bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.settings import Settings
 from tests.support.twins import MASTER_KEY
@@ -49,13 +49,15 @@ async def test_one_job_is_one_trace_across_api_dispatch_worker_and_event(tmp_pat
     store = InMemoryJobEventStore()
     async with bootstrap(
         Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path)}),
-        key_ring=KeyRing(MASTER_KEY),
-        store=store,
-        connections=InMemoryConnectionRepository(),
-        job_index=InMemoryJobIndex(),
-        reader=reader,
-        storage=InMemoryResultStorage(),
-        tracer=OpenTelemetryTracer(provider),
+        overrides=Overrides(
+            key_ring=KeyRing(MASTER_KEY),
+            store=store,
+            connections=InMemoryConnectionRepository(),
+            job_index=InMemoryJobIndex(),
+            reader=reader,
+            storage=InMemoryResultStorage(),
+            tracer=OpenTelemetryTracer(provider),
+        ),
     ) as fetcher:
         await fetcher.api.connections.register(
             "payments",

@@ -11,7 +11,7 @@ from application.commands.run_job import RunLimits
 from application.ports.messaging import Settlement, WorkOrder
 from application.running_jobs import RunningJobs
 from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
-from entrypoints.roles import work_handler
+from entrypoints.composition.worker import work_handler
 from tests.unit.application.test_job_lease import HeldReader
 
 SOURCE = {"source": "payments"}

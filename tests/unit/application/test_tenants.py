@@ -19,7 +19,7 @@ from domain.connection_input import ConnectionInput
 from domain.errors import FetcherError
 from domain.job import JobRequested, JobResultStored
 from domain.tenant import SINGLE_TENANT, Tenant
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
 from entrypoints.roles import ConnectionServices
 from tests.support.twins import App, in_memory_settings
 
@@ -41,7 +41,7 @@ async def mt(app: App, tmp_path: Path) -> AsyncIterator[App]:
     settings = in_memory_settings(
         tmp_path, MULTI_TENANT_ENABLED="true", FETCHER_SSRF_GUARD="false", **LEDGER
     )
-    async with bootstrap(settings, **app.overrides()) as fetcher:
+    async with bootstrap(settings, overrides=app.overrides()) as fetcher:
         app.fetcher = fetcher
         yield app
 

@@ -12,9 +12,9 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from adapters.messaging.local import InProcessWorkConsumer
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
+from entrypoints.composition.infrastructure import open_sql_adapters
 from entrypoints.http.app import create_app
-from entrypoints.infrastructure import open_sql_adapters
 from entrypoints.roles import Role
 from entrypoints.settings import Settings
 from tests.support.twins import App, in_memory_settings
@@ -60,7 +60,7 @@ async def test_a_job_runs_through_every_role_and_each_wakes_the_next(app: App) -
 
 async def test_a_role_that_was_not_bootstrapped_is_refused(app: App, tmp_path: Path) -> None:
     async with bootstrap(
-        in_memory_settings(tmp_path), roles={Role.RELAY}, **app.overrides()
+        in_memory_settings(tmp_path), roles={Role.RELAY}, overrides=app.overrides()
     ) as fetcher:
         assert fetcher.relay.dispatcher.name == "dispatcher"
         with pytest.raises(RuntimeError, match="api role was not bootstrapped"):
@@ -71,7 +71,7 @@ async def test_a_role_that_was_not_bootstrapped_is_refused(app: App, tmp_path: P
 
 async def test_a_relay_on_its_own_polls_the_log_more_often(app: App, tmp_path: Path) -> None:
     async with bootstrap(
-        in_memory_settings(tmp_path), roles={Role.RELAY}, **app.overrides()
+        in_memory_settings(tmp_path), roles={Role.RELAY}, overrides=app.overrides()
     ) as alone:
         assert [loop.poll_interval for loop in alone.relay.loops] == [0.2, 0.2, 0.2, 5.0]
     assert [loop.poll_interval for loop in app.fetcher.relay.loops] == [0.5, 0.5, 0.5, 5.0]
@@ -99,8 +99,8 @@ async def test_the_api_alone_opens_no_work_queue_and_checks_no_broker(tmp_path: 
 
 async def test_the_sql_adapters_share_one_engine_for_the_database(tmp_path: Path) -> None:
     settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path)})
-    async with open_sql_adapters(settings) as (repository, index):
-        assert repository._engine is index._engine  # type: ignore[attr-defined]
+    async with open_sql_adapters(settings) as tables:
+        assert tables.connections._engine is tables.jobs._engine  # type: ignore[attr-defined]
 
 
 async def test_the_worker_reuses_discovered_schemas_unless_told_not_to(tmp_path: Path) -> None:
@@ -135,3 +135,24 @@ async def test_the_api_and_the_worker_remember_connection_lookups_unless_told_no
         assert fetcher.worker is not None
         worker_repository = fetcher.worker.run_job.directory.repository
         assert not isinstance(worker_repository, CachingConnectionRepository)
+
+
+async def test_the_api_security_is_opened_from_the_settings_unless_overridden(
+    app: App, tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from entrypoints.http.auth import OPEN
+
+    oidc = {
+        "FETCHER_AUTH_ISSUER": "https://sso.example.com/realms/fetcher",
+        "FETCHER_AUTH_AUDIENCE": "fetcher-api",
+        "FETCHER_AUTH_HS256_SECRET": "s" * 32,
+    }
+    settings = in_memory_settings(tmp_path, **oidc)
+    async with bootstrap(settings, roles={Role.API}, overrides=app.overrides()) as fetcher:
+        assert fetcher.api.security.enabled
+        assert create_app(fetcher.api).state.security is fetcher.api.security
+    given = replace(app.overrides(), security=OPEN)
+    async with bootstrap(settings, roles={Role.API}, overrides=given) as fetcher:
+        assert fetcher.api.security is OPEN

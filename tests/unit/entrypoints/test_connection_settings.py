@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domain.connection import DatabaseType
-from entrypoints.bootstrap import internal_connection
+from entrypoints.composition.infrastructure import internal_connection
 from entrypoints.settings import Settings, SettingsError
 
 LEDGER = {

@@ -124,3 +124,41 @@ async def test_the_worker_takes_no_new_work_from_the_signal_and_finishes_what_it
     assert consumer.stop_asked is not None and consumer.stop_asked - signalled < 0.1
     assert consumer.finished is not None
     assert ended[0] - signalled >= 0.5  # the listener stayed for the whole drain
+
+
+async def test_the_first_failed_start_is_said_in_one_line_then_tried_again(
+    monkeypatch, tmp_path, caplog
+):
+    """Everything answers, yet the first bootstrap fails (a dependency went down meanwhile):
+    the runner says so, with the cause and without the address's secret, and starts again."""
+    import contextlib
+    import socket
+
+    from entrypoints import runners
+    from entrypoints.roles import Fetcher, Role
+    from entrypoints.settings import Settings
+
+    attempts: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def flaky_bootstrap(settings, *, roles, overrides):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionError("connection to postgresql://app:hunter2@10.0.0.7/db refused")
+        yield Fetcher()
+
+    monkeypatch.setattr(runners, "bootstrap", flaky_bootstrap)
+    caplog.set_level(logging.INFO, logger="fetcher")
+    settings = Settings.from_env(
+        {"FETCHER_DATA_DIR": str(tmp_path), "SERVER_ADDRESS": "127.0.0.1:4999"}
+    )
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        async with contextlib.AsyncExitStack() as stack:
+            fetcher = await runners._start_http(
+                stack, settings, {Role.API}, Shutdown(drain_seconds=0), sock
+            )
+    assert isinstance(fetcher, Fetcher) and len(attempts) == 2
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    failed = [line for line in lines if line.startswith("start failed (")]
+    assert len(failed) == 1, lines
+    assert "hunter2" not in failed[0]

@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from adapters.auth.claims import ClaimPermissions
 from adapters.auth.jwt_verifier import PyJwtTokenVerifier, UnverifiedClaimsReader
 from adapters.auth.plugin import PluginAuthorizer
-from entrypoints.security import check_exposure, is_loopback, open_http_security
+from entrypoints.composition.security import check_exposure, is_loopback, open_http_security
 from entrypoints.settings import ASYMMETRIC_ALGORITHMS, Settings, SettingsError
 
 ISSUER = "https://sso.example.com/realms/fetcher"

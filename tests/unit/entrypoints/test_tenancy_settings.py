@@ -8,7 +8,11 @@ import logging
 import pytest
 
 from domain.tenant import SINGLE_TENANCY, Tenancy
-from entrypoints.security import check_tenancy, open_http_security
+from entrypoints.composition.security import (
+    check_http_security,
+    check_tenancy,
+    open_http_security,
+)
 from entrypoints.settings import Settings, SettingsError
 
 OIDC = {
@@ -102,11 +106,11 @@ async def test_multi_tenant_mode_with_verified_tokens_starts_and_says_how(caplog
     settings = Settings.from_env(
         {**MT, **OIDC, "MULTI_TENANT_ALLOWED_TENANTS": "tenant-a", "FETCHER_SSRF_GUARD": "false"}
     )
+    check_http_security(settings)
     async with open_http_security(settings) as security:
         assert security.enabled
     assert "multi-tenant: each request runs as the tenant of claim 'tenantId'" in caplog.text
     assert "serving tenant-a" in caplog.text
     assert "FETCHER_SSRF_GUARD=false in multi-tenant mode" in caplog.text
     with pytest.raises(SettingsError):
-        async with open_http_security(Settings.from_env(MT)):
-            pass
+        check_http_security(Settings.from_env(MT))

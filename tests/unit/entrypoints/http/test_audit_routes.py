@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -21,7 +22,7 @@ from domain.audit_chain import Checkpoint
 from domain.identity import Identity, Permission
 from domain.job import request_job
 from domain.tenant import Tenant
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import HttpSecurity
 from tests.support.audit_trail import audit_request
@@ -47,9 +48,9 @@ async def _audited(
 ) -> AsyncIterator[tuple[AsyncTestClient[Any], RecordCheckpoints]]:
     store = EventsourcingJobEventStore.in_memory()
     checkpoints = InMemoryCheckpointStore()
-    overrides = {**app.overrides(), "store": store, "checkpoints": checkpoints}
+    overrides = replace(app.overrides(), store=store, audit_log=store, checkpoints=checkpoints)
     try:
-        async with bootstrap(in_memory_settings(tmp_path, **env), **overrides) as fetcher:
+        async with bootstrap(in_memory_settings(tmp_path, **env), overrides=overrides) as fetcher:
             app.fetcher = fetcher
             recorder = RecordCheckpoints(
                 store, checkpoints, AuditKeys.from_ring(app.ring).signer, app.clock, every_records=2

@@ -20,7 +20,7 @@ from application.errors import (
     DatasourceUnavailable,
     ForbiddenHost,
 )
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from tests.support.connection_kit import make_kit
 from tests.support.http import CONNECTION, assert_error
@@ -66,14 +66,14 @@ async def client(app, kit, tmp_path):
     on the kit's scripted reader, schema cache, test limiter and job index."""
     async with bootstrap(
         in_memory_settings(tmp_path, **LEDGER_SETTINGS),
-        **{
-            **app.overrides(),
-            "reader": kit.reader,
-            "host_guard": NetworkHostGuard(),
-            "schema_cache": kit.cache,
-            "test_limiter": kit.limiter,
-            "job_index": kit.jobs,
-        },
+        overrides=replace(
+            app.overrides(),
+            reader=kit.reader,
+            host_guard=NetworkHostGuard(),
+            schema_cache=kit.cache,
+            test_limiter=kit.limiter,
+            job_index=kit.jobs,
+        ),
     ) as fetcher:
         async with AsyncTestClient(create_app(fetcher.api)) as test_client:
             yield test_client

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from adapters.memory.messaging import RecordingWorkQueue
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
 from tests.support.twins import in_memory_settings
@@ -35,7 +36,7 @@ async def test_readyz_does_not_show_credentials_of_a_failing_check(app, tmp_path
     async with bootstrap(
         in_memory_settings(tmp_path),
         roles={Role.API, Role.RELAY},
-        **{**app.overrides(), "work_queue": UnreachableBroker()},
+        overrides=replace(app.overrides(), work_queue=UnreachableBroker()),
     ) as fetcher:
         async with AsyncTestClient(create_app(fetcher.api)) as test_client:
             ready = await test_client.get("/readyz")
@@ -68,7 +69,7 @@ async def test_every_place_reports_the_one_version(env, tmp_path):
 
 OPENAPI_WITHOUT_EXAMPLE_FACTORY = """
 import asyncio, sys
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
 from entrypoints.settings import Settings

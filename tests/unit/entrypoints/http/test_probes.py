@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
@@ -15,10 +16,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.messaging import RecordingWorkQueue
 from adapters.memory.result_storage import InMemoryResultStorage
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
+from entrypoints.composition.readiness import (
+    broker_dependency,
+    database_dependency,
+    storage_dependency,
+)
 from entrypoints.http.app import create_app
 from entrypoints.http.ops import create_health_app
-from entrypoints.infrastructure import broker_dependency, database_dependency, storage_dependency
 from entrypoints.roles import Role
 from entrypoints.settings import Settings
 from tests.support.twins import MASTER_KEY, in_memory_settings
@@ -82,9 +87,9 @@ def test_production_dependencies_carry_the_reference_names():
         }
     )
     store, storage = InMemoryJobEventStore(), InMemoryResultStorage()
-    database = database_dependency(settings, store)
+    database = database_dependency(settings, store.check)
     broker = broker_dependency(settings, store.check)
-    s3 = storage_dependency(settings, storage)
+    s3 = storage_dependency(settings, storage.check)
     assert (database.name, broker.name, s3.name) == ("postgres", "rabbitmq", "s3")
     assert (database.tls, broker.tls, s3.tls) == (None, True, True)
     assert all(d.timeout == 2.0 for d in (database, broker, s3))
@@ -97,8 +102,8 @@ def test_production_dependencies_carry_the_reference_names():
         }
     )
     assert broker_dependency(plain, store.check).tls is False
-    assert storage_dependency(plain, storage).tls is False
-    assert database_dependency(plain, store).name == "sqlite"
+    assert storage_dependency(plain, storage.check).tls is False
+    assert database_dependency(plain, store.check).name == "sqlite"
     assert broker_dependency(plain) is None  # nothing to check
     assert broker_dependency(embedded(Path(".")), store.check).name == "local_broker"
 
@@ -106,7 +111,7 @@ def test_production_dependencies_carry_the_reference_names():
 async def test_a_dependency_down_answers_503_and_moves_the_readyz_series(app, tmp_path):
     queue = RecordingWorkQueue()
     async with bootstrap(
-        in_memory_settings(tmp_path), **{**app.overrides(), "work_queue": queue}
+        in_memory_settings(tmp_path), overrides=replace(app.overrides(), work_queue=queue)
     ) as fetcher:
         async with AsyncTestClient(create_app(fetcher.api)) as client:
             queue.unavailable = True
@@ -157,8 +162,8 @@ async def test_readyz_while_draining(tmp_path):
 
 async def test_health_reflects_the_self_probe_and_recovers_when_the_dependency_does(app, tmp_path):
     storage = InMemoryResultStorage(unavailable=True)
-    overrides = {**app.overrides(), "storage": storage}
-    async with bootstrap(in_memory_settings(tmp_path), **overrides) as fetcher:
+    overrides = replace(app.overrides(), storage=storage)
+    async with bootstrap(in_memory_settings(tmp_path), overrides=overrides) as fetcher:
         async with AsyncTestClient(create_app(fetcher.api)) as client:
             health = await client.get("/health")
             assert health.status_code == 503
@@ -222,7 +227,7 @@ async def test_metrics_exposes_the_reference_series_and_the_services(tmp_path):
 )
 async def test_the_health_port_of_a_worker_or_a_relay(app, tmp_path, role, names):
     async with (
-        bootstrap(in_memory_settings(tmp_path), roles={role}, **app.overrides()) as fetcher,
+        bootstrap(in_memory_settings(tmp_path), roles={role}, overrides=app.overrides()) as fetcher,
         AsyncTestClient(create_health_app(fetcher.probes)) as client,
     ):
         health = await client.get("/health")

@@ -31,10 +31,10 @@ from adapters.messaging.local import (
 from application.connection_directory import internal_id
 from domain.identity import Identity, Permission
 from domain.tenant import Tenant
-from entrypoints.bootstrap import bootstrap
+from entrypoints.composition import bootstrap
+from entrypoints.composition.worker import work_handler
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import HttpSecurity, is_open
-from entrypoints.roles import work_handler
 from tests.support.twins import App, in_memory_settings
 
 BASE = "/v1/management/connections"
@@ -103,13 +103,13 @@ async def tenants(app: App, tmp_path: Path) -> AsyncIterator[Tenants]:
     external = HmacMessageSigner.from_ring(app.ring, "external")
     queue = InProcessWorkQueue(internal)
     events = tmp_path / "events.jsonl"
-    overrides = {
-        **app.overrides(),
-        "work_queue": queue,
-        "work_consumer": lambda handler: InProcessWorkConsumer(queue, internal, handler),
-        "event_publisher": JsonlJobEventPublisher(events, source="//s", signer=external),
-    }
-    async with bootstrap(in_memory_settings(tmp_path, **SETTINGS), **overrides) as fetcher:
+    overrides = replace(
+        app.overrides(),
+        work_queue=queue,
+        work_consumer=lambda handler: InProcessWorkConsumer(queue, internal, handler),
+        event_publisher=JsonlJobEventPublisher(events, source="//s", signer=external),
+    )
+    async with bootstrap(in_memory_settings(tmp_path, **SETTINGS), overrides=overrides) as fetcher:
         app.fetcher = fetcher
         security = HttpSecurity(Tokens(), ClaimPermissions())
         async with AsyncTestClient(create_app(fetcher.api, security)) as client:

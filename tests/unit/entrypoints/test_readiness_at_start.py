@@ -10,10 +10,10 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from application.readiness import Dependency, Readiness
+from entrypoints.composition.readiness import DependencyWaiter, Needed, needed_by
 from entrypoints.http.ops import create_starting_app
 from entrypoints.roles import Probes, Role
 from entrypoints.settings import Settings
-from entrypoints.startup import DependencyWaiter, Needed, needed_by
 
 KEY = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
@@ -118,10 +118,10 @@ async def test_while_starting_the_api_port_answers_probes_and_503_in_the_error_s
 
 async def test_a_starting_role_is_not_ready_even_once_its_dependencies_answer():
     from adapters.metrics.prometheus import PrometheusMetrics
-    from entrypoints.runners import _starting_probes
+    from entrypoints.composition.readiness import starting_probes
 
     waiter = DependencyWaiter([needed("rabbitmq", Flaky(0))])
-    probes = _starting_probes(
+    probes = starting_probes(
         Settings.from_env({}), waiter, PrometheusMetrics(process_collectors=False)
     )
     report = await probes.readiness.report()

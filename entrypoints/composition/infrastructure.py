@@ -1,17 +1,22 @@
-"""What is opened from settings: the master key, the service's database, result storage and
-the broker. Each has an embedded twin for the default without configuration."""
+"""What is opened from settings, as typed bundles: the master key, the service's database
+(event log and SQL tables), result storage, the broker and the datasource engines. Each has an
+embedded twin for the default without configuration."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from adapters.audit.checkpoints import SqlCheckpointStore
+from adapters.common.clock import SystemClock
 from adapters.crypto.audit_signing import AuditKeys, InvalidAuditKey
+from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
 from adapters.crypto.signing import HmacMessageSigner
+from adapters.datasources.registry import EngineRegistry
 from adapters.eventstore.listener import PostgresLogWatch
 from adapters.eventstore.store import EventsourcingJobEventStore
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
@@ -20,22 +25,37 @@ from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from adapters.messaging.rabbitmq_probe import RabbitBrokerProbe
 from adapters.messaging.rabbitmq_topology import RabbitTopology
 from adapters.messaging.unroutable import UnroutableMessages
+from adapters.metrics.prometheus import PrometheusMetrics
+from adapters.security.guarded_reader import GuardedDatasourceReader
+from adapters.security.host_guard import NetworkHostGuard
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
 from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
+from application.connection_directory import ConnectionDirectory, internal_id
+from application.endpoints import EndpointFactory
 from application.errors import PortError
+from application.ports.audit import AuditLog, CheckpointStore
+from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionRepository
+from application.ports.datasource_reader import DatasourceReader
+from application.ports.host_guard import HostGuard
 from application.ports.job_event_store import JobEventStore
-from application.ports.job_index import JobIndex
+from application.ports.job_progress import JobProgressStore
 from application.ports.log_watch import LogWatch
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
 from application.ports.metrics import RelayMetrics
 from application.ports.result_storage import ResultStorage
-from application.readiness import Check, Dependency
+from application.ports.tracer import Tracer
+from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
 from domain.errors import Unavailable
+from entrypoints.composition.bundles import EventLog, JobTable, Publishers, ServiceTables
+from entrypoints.composition.overrides import Overrides
+from entrypoints.connection_settings import InternalDatasource
+from entrypoints.roles import ALL_ROLES, Role
 from entrypoints.settings import Settings, SettingsError
+from entrypoints.tracing import open_tracer
 
 log = logging.getLogger("fetcher")
 
@@ -45,7 +65,7 @@ KEY_FILE = "master.key"
 @contextlib.asynccontextmanager
 async def open_event_store(
     settings: Settings, *, fail_fast: bool = False
-) -> AsyncIterator[JobEventStore]:
+) -> AsyncIterator[EventsourcingJobEventStore]:
     """The event store on PostgreSQL, or on its SQLite file; its tables are created now.
     ``fail_fast``: for a process that answers requests (an outage is ``Unavailable`` within
     seconds instead of after the library's retries)."""
@@ -65,15 +85,34 @@ async def open_event_store(
         await store.close()
 
 
-def log_watch_for(settings: Settings, store: JobEventStore) -> LogWatch | None:
+def log_watch_for(settings: Settings, store: EventsourcingJobEventStore) -> LogWatch | None:
     """How the followers hear the log grow in other processes: on PostgreSQL, by listening on
     the channel the event store notifies when it inserts; elsewhere there is no other process
     to hear (the embedded default wakes its followers in-process)."""
     database = settings.database.postgres
-    if database is None or not isinstance(store, EventsourcingJobEventStore):
+    if database is None:
         return None
     channel = store.notification_channel()
     return None if channel is None else PostgresLogWatch(database, channel)
+
+
+@contextlib.asynccontextmanager
+async def open_event_log(
+    settings: Settings,
+    *,
+    fail_fast: bool = False,
+    watched: bool = False,
+    store: JobEventStore | None = None,
+    audit_log: AuditLog | None = None,
+) -> AsyncIterator[EventLog]:
+    """The event log: the given ``store`` (and its ``audit_log``, if it has one), or the event
+    store opened from the settings, which is its own audit log. ``watched``: also how the
+    followers hear it grow in other processes (for the relay)."""
+    if store is not None:
+        yield EventLog(store, audit_log)
+        return
+    async with open_event_store(settings, fail_fast=fail_fast) as opened:
+        yield EventLog(opened, opened, log_watch_for(settings, opened) if watched else None)
 
 
 @contextlib.asynccontextmanager
@@ -106,12 +145,12 @@ def load_audit_keys(settings: Settings, ring: KeyRing) -> AuditKeys:
 async def open_sql_adapters(
     settings: Settings,
     connections: ConnectionRepository | None = None,
-    job_index: JobIndex | None = None,
-) -> AsyncIterator[tuple[ConnectionRepository, JobIndex]]:
-    """The connection repository and the job index: those given, the others on one engine (one
+    job_index: JobTable | None = None,
+) -> AsyncIterator[ServiceTables]:
+    """The connection repository and the job table: those given, the others on one engine (one
     pool) for the service's database, their tables created now."""
     if connections is not None and job_index is not None:
-        yield connections, job_index
+        yield ServiceTables(connections, job_index)
         return
     database = settings.database
     engine = create_engine_for(database.postgres or database.sql_file)
@@ -124,7 +163,7 @@ async def open_sql_adapters(
             index = SqlaJobIndex(engine)
             await index.create_schema()
             job_index = index
-        yield connections, job_index
+        yield ServiceTables(connections, job_index)
     finally:
         await engine.dispose()
 
@@ -200,30 +239,6 @@ def unroutable_messages(settings: Settings, metrics: RelayMetrics) -> Unroutable
     return UnroutableMessages(metrics, remedy=remedy)
 
 
-def routing_dependency(unroutable: UnroutableMessages) -> Dependency:
-    """``rabbitmq_routing``: degraded while the broker returns messages no queue takes."""
-    return Dependency("rabbitmq_routing", unroutable.check)
-
-
-def database_dependency(settings: Settings, store: JobEventStore) -> Dependency:
-    """The service's database, through the event store (the SQL adapters share it):
-    ``postgres``, or ``sqlite`` on the embedded default."""
-    name = "postgres" if settings.database.postgres is not None else "sqlite"
-    return Dependency(name, store.check)
-
-
-def broker_dependency(settings: Settings, *checks: Check) -> Dependency | None:
-    """The broker, through ``checks`` (the publishers' own, or a ``RabbitBrokerProbe``'s):
-    ``rabbitmq``, or ``local_broker`` for the in-process queue and events file of the
-    embedded default (with nothing to check there, none)."""
-    if not checks:
-        return None
-    url = settings.broker.url
-    if url is None:
-        return Dependency("local_broker", _all(checks))
-    return Dependency("rabbitmq", _all(checks), tls=url.startswith("amqps:"))
-
-
 @contextlib.asynccontextmanager
 async def open_broker_probe(settings: Settings) -> AsyncIterator[RabbitBrokerProbe | None]:
     """For a process that publishes nothing: a probe of the broker on a connection of its
@@ -237,23 +252,6 @@ async def open_broker_probe(settings: Settings) -> AsyncIterator[RabbitBrokerPro
         yield probe
     finally:
         await probe.close()
-
-
-def storage_dependency(settings: Settings, storage: ResultStorage) -> Dependency:
-    """Result storage: ``s3`` (its bucket), or ``local_storage`` for the results folder."""
-    config = settings.storage
-    if not config.uses_s3:
-        return Dependency("local_storage", storage.check)
-    endpoint = config.endpoint
-    return Dependency("s3", storage.check, tls=endpoint is None or endpoint.startswith("https:"))
-
-
-def _all(checks: tuple[Check, ...]) -> Check:
-    async def check() -> None:
-        for each in checks:
-            await each()
-
-    return check
 
 
 @contextlib.asynccontextmanager
@@ -348,3 +346,199 @@ def load_key_ring(settings: Settings) -> KeyRing:
         return KeyRing(master, keys.version, keys.previous or None)
     except InvalidMasterKey as error:
         raise SettingsError(f"APP_ENC_KEY is invalid: {error}") from None
+
+
+def datasource_engines(
+    pool_size: int = 4, pool_idle_seconds: float = 60.0, server_json: bool = False
+) -> dict[DatabaseType, Callable[[], DatasourceReader]]:
+    """The engine adapter of each database type this build can read, built on first use; the
+    pooling engines keep up to ``pool_size`` connections per stored connection version;
+    ``server_json``: PostgreSQL builds the result JSON where it can."""
+
+    def postgres() -> DatasourceReader:
+        from adapters.datasources.postgres.reader import PostgresReader
+
+        return PostgresReader(
+            server_json=server_json, pool_size=pool_size, pool_idle_seconds=pool_idle_seconds
+        )
+
+    def mysql() -> DatasourceReader:
+        from adapters.datasources.mysql.reader import MySqlReader
+
+        return MySqlReader(pool_size=pool_size, pool_idle_seconds=pool_idle_seconds)
+
+    def sql_server() -> DatasourceReader:
+        from adapters.datasources.mssql.reader import SqlServerReader
+
+        return SqlServerReader()
+
+    def oracle() -> DatasourceReader:
+        from adapters.datasources.oracle.reader import OracleReader
+
+        return OracleReader()
+
+    def mongodb() -> DatasourceReader:
+        from adapters.datasources.mongodb.reader import MongoReader
+
+        return MongoReader()
+
+    return {
+        DatabaseType.POSTGRESQL: postgres,
+        DatabaseType.MYSQL: mysql,
+        DatabaseType.SQL_SERVER: sql_server,
+        DatabaseType.ORACLE: oracle,
+        DatabaseType.MONGODB: mongodb,
+    }
+
+
+def internal_connection(datasource: InternalDatasource) -> Connection:
+    """An internal datasource as a connection: deterministic id, no product, never stored;
+    its credentials travel with it, in plaintext as configured."""
+    return Connection(
+        id=internal_id(datasource.config_name),
+        product_name="",
+        config_name=datasource.config_name,
+        type=datasource.type,
+        host=datasource.host,
+        port=datasource.port,
+        database_name=datasource.database,
+        user_name=datasource.user,
+        password=None,
+        ssl=SslSettings(mode=datasource.ssl_mode) if datasource.ssl_mode else None,
+        metadata=dict(datasource.options),
+        internal=True,
+        internal_credentials=InternalCredentials(
+            datasource.password, datasource.ssl_ca, datasource.ssl_cert, datasource.ssl_key
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Infrastructure:
+    """Everything the roles of one process share, opened once: keys, clock, tracer, metrics,
+    the event log and the SQL tables of the service's database, the audit checkpoints (API
+    and relay, where the store keeps them), result storage (worker), the publishers (relay),
+    the datasource reader and the connection directory."""
+
+    settings: Settings
+    roles: frozenset[Role]
+    ring: KeyRing
+    clock: Clock
+    tracer: Tracer
+    metrics: PrometheusMetrics
+    events: EventLog
+    tables: ServiceTables
+    progress: JobProgressStore
+    checkpoints: CheckpointStore | None
+    storage: ResultStorage | None
+    publishers: Publishers | None
+    unroutable: UnroutableMessages | None
+    """What the relay's publishers had returned (a broker is configured)."""
+    engines: dict[DatabaseType, Callable[[], DatasourceReader]]
+    reader: DatasourceReader
+    host_guard: HostGuard | None
+    directory: ConnectionDirectory
+    endpoints: EndpointFactory
+    internal_signer: HmacMessageSigner
+
+
+async def open_infrastructure(
+    stack: contextlib.AsyncExitStack,
+    settings: Settings,
+    roles: frozenset[Role],
+    overrides: Overrides,
+    metrics: PrometheusMetrics,
+) -> Infrastructure:
+    """Opens on ``stack`` what ``roles`` need (the overrides given instead): only the worker
+    opens result storage, only the relay the publishers; the broker's topology is declared
+    when one is configured."""
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SettingsError(
+            f"FETCHER_DATA_DIR {settings.data_dir} cannot be created: {error.strerror}"
+        ) from None
+    tracer = overrides.tracer
+    if tracer is None:
+        tracer = await stack.enter_async_context(
+            open_tracer(settings.tracing, roles, version=settings.version)
+        )
+    ring = load_key_ring(settings) if overrides.key_ring is None else overrides.key_ring
+    clock = SystemClock() if overrides.clock is None else overrides.clock
+    # The API alone answers 503 within seconds when the event store is down; a worker or
+    # relay rides out short outages with the library's retries.
+    events = await stack.enter_async_context(
+        open_event_log(
+            settings,
+            fail_fast=roles == {Role.API},
+            watched=Role.RELAY in roles,
+            store=overrides.store,
+            audit_log=overrides.audit_log,
+        )
+    )
+    tables = await stack.enter_async_context(
+        open_sql_adapters(settings, overrides.connections, overrides.job_index)
+    )
+    checkpoints = overrides.checkpoints
+    if checkpoints is None and events.audit_log is not None and roles & {Role.API, Role.RELAY}:
+        checkpoints = await stack.enter_async_context(open_checkpoint_store(settings))
+    await declare_broker_topology(settings, all_roles=roles == ALL_ROLES)
+    storage = overrides.storage
+    if storage is None and Role.WORKER in roles:
+        storage = await stack.enter_async_context(open_result_storage(settings))
+
+    options = settings.connections
+    engines = datasource_engines(options.pool_size, options.pool_idle_seconds, options.server_json)
+    host_guard = overrides.host_guard
+    if host_guard is None and options.ssrf_guard:
+        host_guard = NetworkHostGuard()
+    reader = overrides.reader
+    if reader is None:
+        registry = EngineRegistry(engines)
+        stack.push_async_callback(registry.aclose)
+        reader = registry
+        if host_guard is not None:
+            reader = GuardedDatasourceReader(reader, host_guard)
+    internal_signer = HmacMessageSigner.from_ring(ring, "internal")
+    publishers: Publishers | None = None
+    unroutable: UnroutableMessages | None = None
+    if Role.RELAY in roles:
+        work_queue = overrides.work_queue
+        event_publisher = overrides.event_publisher
+        if settings.broker.url and (work_queue is None or event_publisher is None):
+            unroutable = unroutable_messages(settings, metrics)
+        if work_queue is None:
+            work_queue = await stack.enter_async_context(
+                open_work_queue(settings, internal_signer, unroutable)
+            )
+        if event_publisher is None:
+            external_signer = HmacMessageSigner.from_ring(ring, "external")
+            event_publisher = await stack.enter_async_context(
+                open_event_publisher(settings, external_signer, unroutable)
+            )
+        publishers = Publishers(work_queue, event_publisher)
+    return Infrastructure(
+        settings=settings,
+        roles=roles,
+        ring=ring,
+        clock=clock,
+        tracer=tracer,
+        metrics=metrics,
+        events=events,
+        tables=tables,
+        progress=tables.jobs if overrides.job_progress is None else overrides.job_progress,
+        checkpoints=checkpoints,
+        storage=storage,
+        publishers=publishers,
+        unroutable=unroutable,
+        engines=engines,
+        reader=reader,
+        host_guard=host_guard,
+        directory=ConnectionDirectory(
+            tables.connections,
+            {d.config_name: internal_connection(d) for d in options.internal},
+            visible_to=options.internal_visibility(),
+        ),
+        endpoints=EndpointFactory(AesGcmCredentialCipher(ring)),
+        internal_signer=internal_signer,
+    )

@@ -85,6 +85,13 @@ def check_tenancy(settings: Settings) -> None:
         )
 
 
+def check_http_security(settings: Settings) -> None:
+    """Refuses, at start, what the API must not serve as configured (``check_exposure``,
+    ``check_tenancy``), and says how it serves."""
+    check_exposure(settings)
+    check_tenancy(settings)
+
+
 def _signing_keys(security: SecuritySettings) -> SigningKeys:
     if security.hs256_secret:
         return StaticKey.from_secret(security.hs256_secret)
@@ -110,10 +117,9 @@ def _algorithms(security: SecuritySettings, keys: SigningKeys) -> tuple[str, ...
 @contextlib.asynccontextmanager
 async def open_http_security(settings: Settings) -> AsyncIterator[HttpSecurity]:
     """The API's ``HttpSecurity``; key sets and the authorization service's client are open
-    while the context is."""
+    while the context is. The refusals of ``check_http_security`` are the runner's to make
+    first, before anything opens."""
     security = settings.security
-    check_exposure(settings)
-    check_tenancy(settings)
     if not security.enabled:
         yield HttpSecurity(cors_origins=security.cors_origins)
         return
