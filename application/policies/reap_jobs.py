@@ -5,6 +5,10 @@
   claims it fails instead.
 - A pending job nobody claimed within ``pending_timeout`` fails.
 Both failures produce ``job.failed`` through the emitter like any other.
+
+One job that cannot be reaped now (its redispatch cannot be published during a broker
+outage, its failure cannot be recorded) is logged and left for the next round; the round
+goes on with the jobs after it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from application.ports.job_leases import JobLeases
 from application.ports.messaging import WorkQueue
 from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
 from domain import job as jobs
-from domain.errors import ConcurrencyConflict, InvalidTransition
+from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition
 from domain.job import Phase
 
 log = logging.getLogger(__name__)
@@ -53,7 +57,7 @@ class ReapJobs:
     async def __call__(self) -> int:
         now = self.clock.now()
         self._forget_redispatches_before(now - self.redispatch_every)
-        acted = 0
+        acted = deferred = 0
         stalled = await self.index.stalled(now=now, pending_before=now - self.pending_timeout)
         self._forget_expiries_except({summary.job_id for summary in stalled})
         for summary in stalled:
@@ -64,11 +68,20 @@ class ReapJobs:
             expired = lease_expired(job, hold, now)
             if expired:
                 self._count_expiry(job)
-            try:
-                with log_fields(job_id=str(job.id), request_id=job.request_id):
+            with log_fields(job_id=str(job.id), request_id=job.request_id):
+                try:
                     acted += await self._reap(job, now, expired)
-            except (ConcurrencyConflict, InvalidTransition):
-                continue
+                except (ConcurrencyConflict, InvalidTransition):
+                    continue
+                except FetcherError as error:
+                    log.warning("job.reap.deferred", extra={"error": error.message})
+                    deferred += 1
+                except Exception:
+                    # A bug on one job must not keep every job after it from timing out.
+                    log.exception("job.reap.error")
+                    deferred += 1
+        if deferred:
+            log.warning("reaper.round.incomplete", extra={"deferred": deferred, "acted": acted})
         return acted
 
     async def _reap(self, job: jobs.Job, now: datetime, expired: bool) -> int:

@@ -87,3 +87,28 @@ async def test_reaper_fails_a_job_never_picked_up(app):
     assert await reaper() == 1
     last = (await app.store.job_events(job.id))[-1]
     assert isinstance(last, JobFailed) and last.error == "job was not picked up within 60 minutes"
+
+
+async def test_a_failed_redispatch_does_not_stop_the_round_and_is_tried_next_round(app):
+    """During a broker outage one job's publish fails: the round still times out and
+    redispatches the jobs after it, and the failed one is redispatched next round."""
+    index, follower = await _projection(app)
+    first = await _requested(app, "accounts")
+    second = (await app.request_job({"pgsql": {"orders": ["id"]}}, None, SOURCE)).job
+    for job in (first, second):
+        await app.store.append([jobs.claim(job, "dead-worker", app.clock.now(), LEASE)])
+    app.clock.advance(minutes=61)
+    never_picked = (await app.request_job({"pgsql": {"invoices": ["id"]}}, None, SOURCE)).job
+    await follower.run_once()
+    reaper = ReapJobs(
+        app.store, index, app.queue, app.clock, pending_timeout=timedelta(minutes=30)
+    )
+    app.clock.advance(minutes=31)
+    app.queue.fail_next(1)
+    assert await reaper() == 2  # one redispatch failed; the other and the timeout went on
+    published = [o.job_id for o in app.queue.published]
+    assert len(published) == 1 and published[0] in {first.id, second.id}
+    last = (await app.store.job_events(never_picked.id))[-1]
+    assert isinstance(last, JobFailed)
+    assert await reaper() == 1  # the one that failed, tried again
+    assert sorted(o.job_id for o in app.queue.published) == sorted([first.id, second.id])
