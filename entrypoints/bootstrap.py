@@ -32,6 +32,7 @@ from application.commands.run_job import RunJob, RunLimits
 from application.connection_directory import ConnectionDirectory, internal_id
 from application.endpoints import EndpointFactory
 from application.fresh_job_index import FreshJobIndex
+from application.job_repository import EventSourcedJobs
 from application.ports.audit import AuditLog, CheckpointStore
 from application.ports.clock import Clock, IdGenerator
 from application.ports.connection_repository import ConnectionRepository
@@ -248,6 +249,7 @@ async def bootstrap(
             store = await stack.enter_async_context(
                 open_event_store(settings, fail_fast=roles == {Role.API})
             )
+        jobs = EventSourcedJobs(store)
         repository, index = await stack.enter_async_context(
             open_sql_adapters(settings, connections, job_index)
         )
@@ -344,7 +346,7 @@ async def bootstrap(
                 worker_schemas = InMemorySchemaCache(options.worker_schema_ttl_seconds)
                 job_reader = SchemaCachingReader(reader, worker_schemas)
             run_job = RunJob(
-                store=store,
+                jobs=jobs,
                 directory=worker_directory,
                 endpoints=endpoints,
                 reader=job_reader,
@@ -424,7 +426,7 @@ async def bootstrap(
             )
             api = ApiServices(
                 request_job=RequestJob(
-                    store,
+                    jobs,
                     api_directory,
                     endpoints,
                     reader,
@@ -435,8 +437,8 @@ async def bootstrap(
                     metrics=metrics,
                     recent_checks=RecentChecks(options.check_cache_seconds, clock),
                 ),
-                get_job=GetJob(store, progress=job_progress),
-                get_job_history=GetJobHistory(store),
+                get_job=GetJob(jobs, progress=job_progress),
+                get_job_history=GetJobHistory(jobs),
                 connections=connection_services(
                     directory=api_directory,
                     endpoints=endpoints,

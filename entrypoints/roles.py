@@ -22,6 +22,7 @@ from application.commands.update_connection import UpdateConnection
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
 from application.fresh_job_index import FreshJobIndex
+from application.job_repository import EventSourcedJobs
 from application.policies import emit_events, publish_work_orders
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import (
@@ -320,13 +321,14 @@ def build_relay(
     loses what it holds when the process stops, so pending jobs are queued again at start.
     ``watch``: the followers also wake when it tells that the log grew."""
     reads = SharedLogReads(store)
-    emit = EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics)
+    jobs = EventSourcedJobs(store)
+    emit = EmitJobEvents(jobs, publisher, tracer=tracer, metrics=metrics)
     relay = Relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
             store=store,
             handle=PublishWorkOrders(
-                store,
+                jobs,
                 queue,
                 clock,
                 deadline=timedelta(seconds=settings.engine.dispatch_timeout_seconds),
@@ -363,7 +365,7 @@ def build_relay(
             name="reaper",
             poll_interval=REAPER_POLL_SECONDS,
             action=ReapJobs(
-                store,
+                jobs,
                 job_index,
                 queue,
                 clock,
@@ -373,7 +375,7 @@ def build_relay(
             ),
         ),
         requeue_on_start=(
-            RequeuePending(store, FreshJobIndex(job_index, store), queue, clock)
+            RequeuePending(jobs, FreshJobIndex(job_index, store), queue, clock)
             if queue_is_volatile
             else None
         ),

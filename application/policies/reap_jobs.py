@@ -23,21 +23,21 @@ from application.log_context import log_fields
 from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
-from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
 from application.ports.job_leases import JobLeases
+from application.ports.job_repository import Jobs
 from application.ports.messaging import WorkQueue
 from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
-from domain import job as jobs
+from domain import job as job_rules
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition
-from domain.job import Phase
+from domain.job import Job, Phase
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class ReapJobs:
-    store: JobEventStore
+    jobs: Jobs
     index: JobIndex
     queue: WorkQueue
     clock: Clock
@@ -61,7 +61,7 @@ class ReapJobs:
         stalled = await self.index.stalled(now=now, pending_before=now - self.pending_timeout)
         self._forget_expiries_except({summary.job_id for summary in stalled})
         for summary in stalled:
-            job = jobs.fold(await self.store.job_events(summary.job_id))
+            job = await self.jobs.find(summary.job_id, tenant=summary.tenant)
             if job is None or job.is_terminal:
                 continue
             hold = None if self.leases is None else await self.leases.hold(job.id)
@@ -84,7 +84,7 @@ class ReapJobs:
             log.warning("reaper.round.incomplete", extra={"deferred": deferred, "acted": acted})
         return acted
 
-    async def _reap(self, job: jobs.Job, now: datetime, expired: bool) -> int:
+    async def _reap(self, job: Job, now: datetime, expired: bool) -> int:
         if job.phase is Phase.REQUESTED:
             minutes = int(self.pending_timeout.total_seconds() // 60)
             message = f"job was not picked up within {minutes} minutes"
@@ -108,7 +108,7 @@ class ReapJobs:
         for job_id in [j for j, last in self._redispatched.items() if last <= moment]:
             del self._redispatched[job_id]
 
-    def _count_expiry(self, job: jobs.Job) -> None:
+    def _count_expiry(self, job: Job) -> None:
         """Counts an expired lease once, however many rounds find it."""
         if self._expiries_seen.get(job.id) != job.attempts:
             self._expiries_seen[job.id] = job.attempts
@@ -123,9 +123,7 @@ class ReapJobs:
         last = self._redispatched.get(job_id)
         return last is None or now - last >= self.redispatch_every
 
-    async def _fail(
-        self, job: jobs.Job, message: str, now: datetime, reason: FailureReason
-    ) -> None:
-        await self.store.append([jobs.fail(job, message, now)])
+    async def _fail(self, job: Job, message: str, now: datetime, reason: FailureReason) -> None:
+        await self.jobs.append([job_rules.fail(job, message, now)])
         self.metrics.job_failed(reason)
         log.info("job.reaped", extra={"error": message})
