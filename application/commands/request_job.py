@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
+
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
 from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
@@ -121,28 +123,29 @@ class RequestJob:
         await self._test_connections(connections)
         # The slot read above is taken as it is the first time: if another request took it
         # meanwhile, the append conflicts on the slot's next version and the slot is read again.
-        for attempt in range(3):
-            if attempt:
-                slot, existing = await self._slot(slot_id, tenant)
-                if existing is not None:
-                    self.metrics.job_requested(duplicate=True)
-                    return RequestJobResult(existing, created=False)
-            now = self.clock.now()
-            requested = request_job(
-                self.ids.new_id(),
-                request,
-                now,
-                tenant,
-                request_id=request_id,
-                trace_context=self.tracer.carrier(),
-            )
-            try:
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(ConcurrencyConflict),
+            stop=stop_after_attempt(3),
+            retry_error_callback=lambda _: None,
+        ):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    slot, existing = await self._slot(slot_id, tenant)
+                    if existing is not None:
+                        self.metrics.job_requested(duplicate=True)
+                        return RequestJobResult(existing, created=False)
+                now = self.clock.now()
+                requested = request_job(
+                    self.ids.new_id(),
+                    request,
+                    now,
+                    tenant,
+                    request_id=request_id,
+                    trace_context=self.tracer.carrier(),
+                )
                 await self.jobs.append([requested, dedup.take(slot, requested.originator_id, now)])
-            except ConcurrencyConflict:
-                continue
-            job = apply(requested, None)
-            self.metrics.job_requested(duplicate=False)
-            return RequestJobResult(job, created=True)
+                self.metrics.job_requested(duplicate=False)
+                return RequestJobResult(apply(requested, None), created=True)
         raise ConcurrencyConflict("the request could not be recorded; please retry")
 
     async def _slot(self, slot_id: UUID, tenant: Tenant) -> tuple[dedup.RequestSlot, Job | None]:

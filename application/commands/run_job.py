@@ -214,6 +214,7 @@ class RunJob:
             now = self.clock.now()
             if await self.leases.take(job.id, 1, self.worker_id, now, now + self.limits.lease):
                 return await self._record_claim(job, 1, now, None)
+        # A watch, not a retry: it ends on the other worker's lease being renewed or ending.
         watched: datetime | None = None
         give_up = time.monotonic() + 2 * self.limits.lease.total_seconds()
         while not job.is_terminal:
@@ -270,6 +271,8 @@ class RunJob:
         """Tries the extraction again while the datasource is unavailable (``attempts``
         tries) and while the result storage is (for ``outage_window`` seconds from its first
         failure, however many tries that takes)."""
+        # Hand-written: two retry policies at once (a count for the datasource, a time window
+        # for the storage) and a sweep of the cut upload between tries.
         tries = 0
         outage: Outage | None = None
         unswept = False
@@ -428,6 +431,8 @@ class RunJob:
         being unavailable for ``outage_window``; once recorded, logs it as ``outcome`` with
         ``fields`` and calls ``recorded`` (the metrics). Past the window the delivery is
         requeued, so a later delivery finds the job again (its claim's lease runs out)."""
+        # Hand-written: past the outage window it settles (REQUEUE) instead of raising, and
+        # the outage is logged once, as the extraction's, through ``Outage``.
         outage: Outage | None = None
         while True:
             try:
@@ -454,6 +459,7 @@ class RunJob:
     async def _confirm(self, keeper: LeaseKeeper) -> None:
         """Confirms the lease before the result becomes visible, riding out the database
         being unavailable for ``outage_window`` (past it, ``Unavailable`` is raised)."""
+        # Hand-written like ``_append``: the same outage window and log lines (``Outage``).
         outage: Outage | None = None
         while True:
             try:

@@ -147,7 +147,9 @@ async def test_unassigned_then_concurrent_assign_has_one_winner(
     clock = api.services.connections.assign.clock
     try:
         calls = [
-            AssignConnection(repositories[i % 4], cipher, clock)(legacy.id, f"product{i}")
+            AssignConnection(repositories[i % 4], cipher, clock)(
+                legacy.id, f"product{i}", tenant=SINGLE_TENANT
+            )
             for i in range(20)
         ]
         outcomes = await asyncio.gather(*calls, return_exceptions=True)

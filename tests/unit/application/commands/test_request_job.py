@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from adapters.crypto.sealing import open_result
-from domain.errors import InvalidRequest
+from domain.errors import ConcurrencyConflict, InvalidRequest
 from domain.job import JobRequested
 from domain.tenant import SINGLE_TENANT
 
@@ -47,6 +47,20 @@ async def test_twenty_concurrent_identical_requests_create_one_job(app):
     assert len({r.job.id for r in results}) == 1
     # All twenty found the slot free; nineteen lost the append and retried into the winner.
     assert app.store.conflicts == 19
+
+
+async def test_a_request_that_keeps_conflicting_gives_up_after_three_tries(app, monkeypatch):
+    await app.connection()
+    appends = []
+
+    async def conflicting(events):
+        appends.append(events)
+        raise ConcurrencyConflict("taken")
+
+    monkeypatch.setattr(app.store, "append", conflicting)
+    with pytest.raises(ConcurrencyConflict, match="could not be recorded"):
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    assert len(appends) == 3
 
 
 async def test_failed_job_does_not_block_a_new_request(app):
