@@ -3,12 +3,13 @@ cache, the SSRF guard and list pagination. Read once by ``Settings.from_env``.""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from domain.connection import SSL_MODES, DatabaseType, is_valid_config_name
 from domain.tenant import is_valid_tenant_id
+from entrypoints.settings_reader import Environment
+from entrypoints.settings_table import SettingsError
 
 DEFAULT_PORTS = {
     DatabaseType.POSTGRESQL: 5432,
@@ -17,11 +18,6 @@ DEFAULT_PORTS = {
     DatabaseType.ORACLE: 1521,
     DatabaseType.MONGODB: 27017,
 }
-_CONFIG_NAME_VAR = re.compile(r"^(DATASOURCE_.+)_CONFIG_NAME$")
-
-
-class ConnectionSettingsError(ValueError):
-    """An invalid connection setting; the message names the variable, never a secret."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,41 +40,6 @@ class InternalDatasource:
     """``_TENANTS``: the tenants that see it in multi-tenant mode (none: no tenant)."""
 
 
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConnectionSettingsError(f"{name} must be an integer, got {raw!r}") from None
-    if value <= 0:
-        raise ConnectionSettingsError(f"{name} must be a positive integer, got {raw!r}")
-    return value
-
-
-def _seconds(env: Mapping[str, str], name: str, default: float, maximum: float = 3600) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConnectionSettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if not 0 <= value <= maximum:
-        raise ConnectionSettingsError(
-            f"{name} must be between 0 and {maximum:g} seconds, got {raw!r}"
-        )
-    return value
-
-
-def _non_negative(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "").strip()
-    if raw in ("0", "+0", "-0"):
-        return 0
-    return _positive(env, name, default)
-
-
 def _options(prefix: str, raw: str) -> dict[str, str]:
     options: dict[str, str] = {}
     for pair in raw.split("&"):
@@ -86,7 +47,7 @@ def _options(prefix: str, raw: str) -> dict[str, str]:
             continue
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ConnectionSettingsError(f"{prefix}_OPTIONS must be k=v pairs joined by '&'")
+            raise SettingsError(f"{prefix}_OPTIONS must be k=v pairs joined by '&'")
         options[key.strip()] = value.strip()
     return options
 
@@ -95,38 +56,34 @@ def _tenants(prefix: str, raw: str) -> frozenset[str]:
     listed = [item.strip() for item in raw.split(",") if item.strip()]
     for item in listed:
         if not is_valid_tenant_id(item):
-            raise ConnectionSettingsError(
+            raise SettingsError(
                 f"{prefix}_TENANTS: {item!r} is not a tenant id (1 to 64 letters, digits, '_' "
                 "or '-', starting with a letter or a digit)"
             )
     return frozenset(listed)
 
 
-def _internal(env: Mapping[str, str], prefix: str) -> InternalDatasource:
+def _internal(env: Environment, prefix: str) -> InternalDatasource:
     def get(suffix: str) -> str:
-        return env.get(f"{prefix}_{suffix}", "").strip()
+        return env.datasource(prefix, suffix)
 
     name = get("CONFIG_NAME")
     if not is_valid_config_name(name) or not 3 <= len(name) <= 100:
-        raise ConnectionSettingsError(
-            f"{prefix}_CONFIG_NAME must be 3-100 letters, digits, '_' or '-'"
-        )
+        raise SettingsError(f"{prefix}_CONFIG_NAME must be 3-100 letters, digits, '_' or '-'")
     kind = get("TYPE").upper()
     if kind not in DatabaseType.__members__:
-        raise ConnectionSettingsError(
+        raise SettingsError(
             f"{prefix}_TYPE must be one of postgresql, mysql, oracle, sql_server, mongodb"
         )
     db_type = DatabaseType[kind]
     for suffix in ("HOST", "DATABASE"):
         if not get(suffix):
-            raise ConnectionSettingsError(f"{prefix}_{suffix} is required")
-    port = _positive(env, f"{prefix}_PORT", DEFAULT_PORTS[db_type])
-    if port > 65535:
-        raise ConnectionSettingsError(f"{prefix}_PORT must be between 1 and 65535")
+            raise SettingsError(f"{prefix}_{suffix} is required")
+    port = env.datasource_port(prefix, DEFAULT_PORTS[db_type])
     ssl_mode = get("SSLMODE")
     if ssl_mode and ssl_mode not in SSL_MODES[db_type]:
         allowed = ", ".join(sorted(SSL_MODES[db_type]))
-        raise ConnectionSettingsError(f"{prefix}_SSLMODE must be one of {allowed}")
+        raise SettingsError(f"{prefix}_SSLMODE must be one of {allowed}")
     return InternalDatasource(
         config_name=name,
         type=db_type,
@@ -134,27 +91,24 @@ def _internal(env: Mapping[str, str], prefix: str) -> InternalDatasource:
         port=port,
         database=get("DATABASE"),
         user=get("USER"),
-        password=env.get(f"{prefix}_PASSWORD", ""),
+        password=env.datasource(prefix, "PASSWORD", strip=False),
         ssl_mode=ssl_mode,
-        ssl_ca=env.get(f"{prefix}_SSL_CA") or None,
-        ssl_cert=env.get(f"{prefix}_SSL_CERT") or None,
-        ssl_key=env.get(f"{prefix}_SSL_KEY") or None,
+        ssl_ca=env.datasource(prefix, "SSL_CA", strip=False) or None,
+        ssl_cert=env.datasource(prefix, "SSL_CERT", strip=False) or None,
+        ssl_key=env.datasource(prefix, "SSL_KEY", strip=False) or None,
         options=_options(prefix, get("OPTIONS")),
         tenants=_tenants(prefix, get("TENANTS")),
     )
 
 
-def internal_datasources(env: Mapping[str, str]) -> tuple[InternalDatasource, ...]:
+def internal_datasources(env: Environment) -> tuple[InternalDatasource, ...]:
     """Every ``DATASOURCE_<X>_CONFIG_NAME`` entry, in variable-name order. Entries with an
     empty config name are ignored; an invalid entry or a repeated config name is an error."""
     found: dict[str, InternalDatasource] = {}
-    for variable in sorted(env):
-        match = _CONFIG_NAME_VAR.match(variable)
-        if match is None or not env[variable].strip():
-            continue
-        datasource = _internal(env, match.group(1))
+    for variable, prefix in env.datasource_prefixes():
+        datasource = _internal(env, prefix)
         if datasource.config_name in found:
-            raise ConnectionSettingsError(
+            raise SettingsError(
                 f"{variable}: config name '{datasource.config_name}' is configured twice"
             )
         found[datasource.config_name] = datasource
@@ -207,26 +161,25 @@ class ConnectionSettings:
     @classmethod
     def from_env(
         cls,
-        env: Mapping[str, str],
+        env: Mapping[str, str] | Environment,
         *,
         ssrf_guard: bool,
         multi_tenant: bool = False,
         server_json: bool = False,
     ) -> ConnectionSettings:
+        read = Environment.of(env)
         return cls(
-            schema_cache_ttl_seconds=_positive(env, "SCHEMA_CACHE_TTL_SECONDS", 300),
-            check_cache_seconds=_seconds(env, "CONNECTION_CHECK_CACHE_SECONDS", 5.0),
-            lookup_cache_seconds=_seconds(env, "CONNECTION_LOOKUP_CACHE_SECONDS", 2.0),
+            schema_cache_ttl_seconds=read.integer("SCHEMA_CACHE_TTL_SECONDS"),
+            check_cache_seconds=read.number("CONNECTION_CHECK_CACHE_SECONDS"),
+            lookup_cache_seconds=read.number("CONNECTION_LOOKUP_CACHE_SECONDS"),
             ssrf_guard=ssrf_guard,
-            max_pagination_limit=_positive(env, "MAX_PAGINATION_LIMIT", 100),
-            max_pagination_months=_positive(env, "MAX_PAGINATION_MONTH_DATE_RANGE", 1),
-            internal=internal_datasources(env),
+            max_pagination_limit=read.integer("MAX_PAGINATION_LIMIT"),
+            max_pagination_months=read.integer("MAX_PAGINATION_MONTH_DATE_RANGE"),
+            internal=internal_datasources(read),
             multi_tenant=multi_tenant,
             server_json=server_json,
-            pool_size=_non_negative(env, "FETCHER_DATASOURCE_POOL_SIZE", 4),
-            pool_idle_seconds=_positive(env, "FETCHER_DATASOURCE_POOL_IDLE_SECONDS", 60),
-            worker_schema_ttl_seconds=_non_negative(env, "FETCHER_WORKER_SCHEMA_TTL_SECONDS", 10),
-            worker_lookup_cache_seconds=_seconds(
-                env, "FETCHER_WORKER_CONNECTION_CACHE_SECONDS", 1.0, maximum=60
-            ),
+            pool_size=read.integer("FETCHER_DATASOURCE_POOL_SIZE"),
+            pool_idle_seconds=read.integer("FETCHER_DATASOURCE_POOL_IDLE_SECONDS"),
+            worker_schema_ttl_seconds=read.integer("FETCHER_WORKER_SCHEMA_TTL_SECONDS"),
+            worker_lookup_cache_seconds=read.number("FETCHER_WORKER_CONNECTION_CACHE_SECONDS"),
         )

@@ -8,6 +8,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from entrypoints.settings_reader import Environment
+from entrypoints.settings_table import SettingsError
+
 LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -18,44 +21,6 @@ LEVELS = {
     "fatal": logging.CRITICAL,
 }
 CANONICAL_LEVELS = ("debug", "info", "warning", "error", "critical")
-FORMATS = ("text", "json")
-TRACE_EXPORTERS = ("otlp", "console", "none")
-OTLP_PROTOCOLS = ("grpc", "http/protobuf")
-_TRUE = {"1", "t", "true", "yes", "y", "on"}
-_FALSE = {"0", "f", "false", "no", "n", "off"}
-
-
-class ObservabilitySettingsError(ValueError):
-    """An invalid log or trace setting; the message names the variable."""
-
-
-def _choice(
-    env: Mapping[str, str],
-    name: str,
-    allowed: tuple[str, ...],
-    default: str,
-    shown: tuple[str, ...] | None = None,
-) -> str:
-    """The setting, lower-cased, one of ``allowed``; the error lists ``shown`` (the canonical
-    values, when ``allowed`` also takes aliases)."""
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    if raw.lower() not in allowed:
-        listed = ", ".join(shown or allowed)
-        raise ObservabilitySettingsError(f"{name} must be one of {listed}, got {raw!r}")
-    return raw.lower()
-
-
-def _flag(env: Mapping[str, str], name: str) -> bool | None:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return None
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise ObservabilitySettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +32,15 @@ class LogSettings:
     line); the same fields either way."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> LogSettings:
-        level = _choice(env, "LOG_LEVEL", tuple(LEVELS), "info", shown=CANONICAL_LEVELS)
-        return cls(level=LEVELS[level], format=_choice(env, "LOG_FORMAT", FORMATS, "text"))
+    def from_env(cls, env: Mapping[str, str] | Environment | None = None) -> LogSettings:
+        """From ``env``, the process environment by default."""
+        read = Environment.of(env)
+        name = "LOG_LEVEL"
+        raw = read.raw(name)
+        if raw is not None and raw.lower() not in LEVELS:
+            listed = ", ".join(CANONICAL_LEVELS)
+            raise SettingsError(f"{name} must be one of {listed}, got {raw!r}")
+        return cls(level=LEVELS[read.choice(name)], format=read.choice("LOG_FORMAT"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,31 +72,26 @@ class TracingSettings:
     """``OTEL_RESOURCE_DEPLOYMENT_ENVIRONMENT``."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> TracingSettings:
-        exporter = _choice(env, "OTEL_TRACES_EXPORTER", TRACE_EXPORTERS, "")
-        protocol_name = (
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-            if env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
-            else "OTEL_EXPORTER_OTLP_PROTOCOL"
+    def from_env(cls, env: Mapping[str, str] | Environment) -> TracingSettings:
+        read = Environment.of(env)
+        exporter = read.choice("OTEL_TRACES_EXPORTER") if read.raw("OTEL_TRACES_EXPORTER") else ""
+        protocol = read.choice("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or read.choice(
+            "OTEL_EXPORTER_OTLP_PROTOCOL"
         )
-        protocol = _choice(env, protocol_name, OTLP_PROTOCOLS, "grpc")
         endpoint = any(
-            env.get(name, "").strip()
+            read.raw(name)
             for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         )
-        wanted = _flag(env, "ENABLE_TELEMETRY")
+        wanted = read.maybe_flag("ENABLE_TELEMETRY")
         enabled = wanted if wanted is not None else endpoint or exporter in ("otlp", "console")
-        if _flag(env, "OTEL_SDK_DISABLED") or exporter == "none":
+        if read.flag("OTEL_SDK_DISABLED") or exporter == "none":
             enabled = False
         return cls(
             enabled=bool(enabled),
             exporter=exporter or "otlp",
             protocol=protocol,
-            insecure=_flag(env, "OTEL_INSECURE_EXPORTER"),
-            service_name=env.get("OTEL_SERVICE_NAME", "").strip()
-            or env.get("OTEL_RESOURCE_SERVICE_NAME", "").strip()
-            or None,
-            service_version=env.get("OTEL_RESOURCE_SERVICE_VERSION", "").strip() or None,
-            deployment_environment=env.get("OTEL_RESOURCE_DEPLOYMENT_ENVIRONMENT", "").strip()
-            or None,
+            insecure=read.maybe_flag("OTEL_INSECURE_EXPORTER"),
+            service_name=read.optional("OTEL_SERVICE_NAME"),
+            service_version=read.optional("OTEL_RESOURCE_SERVICE_VERSION"),
+            deployment_environment=read.optional("OTEL_RESOURCE_DEPLOYMENT_ENVIRONMENT"),
         )

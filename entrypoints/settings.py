@@ -1,12 +1,13 @@
 """Settings read from the environment once, in the composition root, one object per concern.
 
-Names follow the reference service where the concept is the same. A missing or invalid
-required setting raises ``SettingsError`` naming it; ``fetcher`` prints that one line and exits.
+Every variable is declared in ``entrypoints.settings_table`` (type, default, roles, help) and
+read through ``entrypoints.settings_reader.Environment``; names follow the reference service
+where the concept is the same. A missing or invalid setting raises ``SettingsError`` naming it;
+``fetcher`` prints one line per problem and exits.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -15,44 +16,21 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from adapters.common.postgres import PostgresAddress
+from adapters.crypto.keys import InvalidMasterKey, KeyRing
 from domain.tenant import SINGLE_TENANCY, Tenancy, is_valid_tenant_id
-from entrypoints.connection_settings import ConnectionSettings, ConnectionSettingsError
-from entrypoints.observability_settings import ObservabilitySettingsError, TracingSettings
+from entrypoints.connection_settings import ConnectionSettings
+from entrypoints.observability_settings import TracingSettings
+from entrypoints.settings_reader import Environment, check_required
+from entrypoints.settings_table import SettingsError
+
+__all__ = ["Environment", "Settings", "SettingsError"]
 
 
-class SettingsError(Exception):
-    pass
-
-
-def _int(env: Mapping[str, str], name: str, default: int, *, positive: bool = True) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
-    if positive and value <= 0:
-        raise SettingsError(f"{name} must be a positive integer, got {raw!r}")
-    return value
-
-
-def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in {"1", "t", "true", "yes", "y", "on"}:
-        return True
-    if raw in {"0", "f", "false", "no", "n", "off"}:
-        return False
-    raise SettingsError(f"{name} must be a boolean (true/false), got {raw!r}")
-
-
-def listen_address(env: Mapping[str, str]) -> tuple[str, int]:
+def listen_address(env: Mapping[str, str] | Environment) -> tuple[str, int]:
     """``SERVER_ADDRESS``: ``host:port``, ``[ipv6]:port``, ``:port`` (every interface, as the
     reference ships it) or a bare ``port`` (loopback: a port alone never opens the service to
     the network). Default ``127.0.0.1:4006``."""
-    raw = env.get("SERVER_ADDRESS", "").strip() or "127.0.0.1:4006"
+    raw = Environment.of(env).text("SERVER_ADDRESS")
     host, colon, port = raw.rpartition(":")
     if not colon:
         host = "127.0.0.1"
@@ -79,31 +57,30 @@ class HttpSettings:
     """Time a client has to send a request's body once its headers are in; then 408."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> HttpSettings:
-        host, number = listen_address(env)
+    def from_env(cls, env: Mapping[str, str] | Environment) -> HttpSettings:
+        read = Environment.of(env)
+        host, number = listen_address(read)
         return cls(
             host=host,
             port=number,
-            header_timeout_seconds=float(_int(env, "FETCHER_HTTP_HEADER_TIMEOUT_SECONDS", 10)),
-            body_timeout_seconds=float(_int(env, "FETCHER_HTTP_BODY_TIMEOUT_SECONDS", 30)),
+            header_timeout_seconds=float(read.integer("FETCHER_HTTP_HEADER_TIMEOUT_SECONDS")),
+            body_timeout_seconds=float(read.integer("FETCHER_HTTP_BODY_TIMEOUT_SECONDS")),
         )
 
 
 EventLoop = Literal["uvloop", "asyncio"]
 
 
-def _event_loop(env: Mapping[str, str]) -> EventLoop:
+def _event_loop(env: Environment) -> EventLoop:
     """``FETCHER_EVENT_LOOP``: ``uvloop`` or ``asyncio`` (the standard library's loop); unset,
     uvloop where it is installed (it is not on Windows)."""
     name = "FETCHER_EVENT_LOOP"
-    raw = env.get(name, "").strip().lower()
+    raw = env.choice(name)
     installed = find_spec("uvloop") is not None
     if not raw:
         return "uvloop" if installed else "asyncio"
     if raw == "asyncio":
         return "asyncio"
-    if raw != "uvloop":
-        raise SettingsError(f"{name} must be uvloop or asyncio, got {raw!r}")
     if not installed:
         raise SettingsError(f"{name} is uvloop, which is not installed: use asyncio")
     return "uvloop"
@@ -135,16 +112,17 @@ class ProbeSettings:
     ``/readyz`` reports."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> ProbeSettings:
-        port = _int(env, "HEALTH_PORT", DEFAULT_HEALTH_PORT, positive=False)
-        drain = _int(env, "READYZ_DRAIN_DELAY_SEC", 0, positive=False)
-        mode = env.get("DEPLOYMENT_MODE", "").strip().lower()
+    def from_env(cls, env: Mapping[str, str] | Environment) -> ProbeSettings:
+        read = Environment.of(env)
+        port = read.integer("HEALTH_PORT")
+        drain = read.integer("READYZ_DRAIN_DELAY_SEC")
+        mode = read.text("DEPLOYMENT_MODE").lower()
         return cls(
             health_port=port if 0 < port < 65536 else DEFAULT_HEALTH_PORT,
             drain_seconds=DEFAULT_DRAIN_SECONDS if drain == 0 else max(drain, 1),
             deployment_mode=mode if mode in DEPLOYMENT_MODES else "local",
-            version=env.get("OTEL_RESOURCE_SERVICE_VERSION", "").strip()
-            or env.get("VERSION", "").strip()
+            version=read.optional("OTEL_RESOURCE_SERVICE_VERSION")
+            or read.optional("VERSION")
             or "unknown",
         )
 
@@ -156,12 +134,20 @@ class KeySettings:
     previous: str = field(default="", repr=False)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> KeySettings:
+    def from_env(cls, env: Mapping[str, str] | Environment) -> KeySettings:
+        read = Environment.of(env)
         return cls(
-            master_key=env.get("APP_ENC_KEY", "").strip() or None,
-            version=env.get("APP_ENC_KEY_VERSION", "").strip() or "1",
-            previous=env.get("APP_ENC_KEYS_PREVIOUS", "").strip(),
+            master_key=read.optional("APP_ENC_KEY"),
+            version=read.text("APP_ENC_KEY_VERSION"),
+            previous=read.text("APP_ENC_KEYS_PREVIOUS"),
         )
+
+    def ring(self) -> KeyRing:
+        """The key ring of these settings; ``InvalidMasterKey`` when there is no master key or
+        a key does not decode."""
+        if self.master_key is None:
+            raise InvalidMasterKey("APP_ENC_KEY is not set")
+        return KeyRing(self.master_key, self.version, self.previous or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,16 +163,17 @@ class AuditSettings:
     the key is derived from ``APP_ENC_KEY``."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> AuditSettings:
+    def from_env(cls, env: Mapping[str, str] | Environment) -> AuditSettings:
+        read = Environment.of(env)
         return cls(
-            checkpoint_every=_int(env, "FETCHER_AUDIT_CHECKPOINT_EVERY", 1000),
-            checkpoint_seconds=_int(env, "FETCHER_AUDIT_CHECKPOINT_SECONDS", 60),
-            signing_key=env.get("FETCHER_AUDIT_SIGNING_KEY", "").strip() or None,
+            checkpoint_every=read.integer("FETCHER_AUDIT_CHECKPOINT_EVERY"),
+            checkpoint_seconds=read.integer("FETCHER_AUDIT_CHECKPOINT_SECONDS"),
+            signing_key=read.optional("FETCHER_AUDIT_SIGNING_KEY"),
         )
 
 
-def _broker_url(env: Mapping[str, str]) -> str | None:
-    raw = env.get("RABBITMQ_URL", "").strip()
+def _broker_url(env: Environment) -> str | None:
+    raw = env.optional("RABBITMQ_URL")
     if not raw:
         return None
     parts = urlsplit(raw)
@@ -204,16 +191,14 @@ class BrokerSettings:
     workers: int
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> BrokerSettings:
+    def from_env(cls, env: Mapping[str, str] | Environment) -> BrokerSettings:
+        read = Environment.of(env)
         return cls(
-            url=_broker_url(env),
-            work_queue=env.get("RABBITMQ_FETCHER_WORK_QUEUE", "").strip()
-            or "fetcher.extract-external-data.queue",
-            events_exchange=env.get("RABBITMQ_JOB_EVENTS_EXCHANGE", "").strip()
-            or "fetcher.job.events",
-            cloudevents_source=env.get("STREAMING_CLOUDEVENTS_SOURCE", "").strip()
-            or "//lerian.fetcher/worker",
-            workers=_int(env, "RABBITMQ_NUMBERS_OF_WORKERS", 5),
+            url=_broker_url(read),
+            work_queue=read.text("RABBITMQ_FETCHER_WORK_QUEUE"),
+            events_exchange=read.text("RABBITMQ_JOB_EVENTS_EXCHANGE"),
+            cloudevents_source=read.text("STREAMING_CLOUDEVENTS_SOURCE"),
+            workers=read.integer("RABBITMQ_NUMBERS_OF_WORKERS"),
         )
 
 
@@ -232,19 +217,20 @@ class StorageSettings:
         return bool(self.bucket)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> StorageSettings:
-        endpoint = env.get("OBJECT_STORAGE_ENDPOINT", "").strip() or None
+    def from_env(cls, env: Mapping[str, str] | Environment) -> StorageSettings:
+        read = Environment.of(env)
+        endpoint = read.optional("OBJECT_STORAGE_ENDPOINT")
         if endpoint is not None:
             parts = urlsplit(endpoint)
             if parts.scheme not in {"http", "https"} or not parts.hostname:
                 raise SettingsError("OBJECT_STORAGE_ENDPOINT must be an http(s) URL with a host")
-        bucket = env.get("OBJECT_STORAGE_BUCKET", "").strip() or None
+        bucket = read.optional("OBJECT_STORAGE_BUCKET")
         if endpoint and not bucket:
             raise SettingsError(
                 "OBJECT_STORAGE_BUCKET is required when OBJECT_STORAGE_ENDPOINT is set"
             )
-        access = env.get("OBJECT_STORAGE_ACCESS_KEY_ID", "").strip() or None
-        secret = env.get("OBJECT_STORAGE_SECRET_KEY", "").strip() or None
+        access = read.optional("OBJECT_STORAGE_ACCESS_KEY_ID")
+        secret = read.optional("OBJECT_STORAGE_SECRET_KEY")
         if bool(access) != bool(secret):
             raise SettingsError(
                 "OBJECT_STORAGE_ACCESS_KEY_ID and OBJECT_STORAGE_SECRET_KEY must be set together"
@@ -252,11 +238,11 @@ class StorageSettings:
         return cls(
             endpoint=endpoint,
             bucket=bucket,
-            region=env.get("OBJECT_STORAGE_REGION", "").strip() or "us-east-1",
-            key_prefix=env.get("OBJECT_STORAGE_KEY_PREFIX", "").strip(),
+            region=read.text("OBJECT_STORAGE_REGION"),
+            key_prefix=read.text("OBJECT_STORAGE_KEY_PREFIX"),
             access_key_id=access,
             secret_key=secret,
-            path_style=_bool(env, "OBJECT_STORAGE_USE_PATH_STYLE", default=bool(endpoint)),
+            path_style=read.flag("OBJECT_STORAGE_USE_PATH_STYLE", default=bool(endpoint)),
         )
 
 
@@ -275,34 +261,21 @@ class EngineSettings:
     job (``job.failed`` is emitted once the broker takes it)."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> EngineSettings:
-        raw = env.get("ENGINE_MAX_RESULT_BYTES", "").strip()
-        max_bytes = 256 * 1024 * 1024
-        if raw:
-            try:
-                value = int(raw)
-            except ValueError:
-                raise SettingsError(
-                    f"ENGINE_MAX_RESULT_BYTES must be an integer, got {raw!r}"
-                ) from None
-            if value > 0:
-                max_bytes = value
+    def from_env(cls, env: Mapping[str, str] | Environment) -> EngineSettings:
+        read = Environment.of(env)
+        max_bytes = read.integer("ENGINE_MAX_RESULT_BYTES")
         return cls(
-            max_result_bytes=max_bytes,
-            timeout_seconds=float(_int(env, "ENGINE_TIMEOUT_SECONDS", 300)),
+            max_result_bytes=max_bytes if max_bytes > 0 else MAX_RESULT_BYTES,
+            timeout_seconds=float(read.integer("ENGINE_TIMEOUT_SECONDS")),
             parallelism=4,
-            pending_timeout_seconds=_int(env, "FETCHER_PENDING_TIMEOUT_SECONDS", 3600),
-            lease_seconds=_lease_seconds(env),
-            outage_seconds=_int(env, "FETCHER_DEPENDENCY_OUTAGE_SECONDS", 120),
-            dispatch_timeout_seconds=_int(env, "FETCHER_DISPATCH_TIMEOUT_SECONDS", 600),
+            pending_timeout_seconds=read.integer("FETCHER_PENDING_TIMEOUT_SECONDS"),
+            lease_seconds=read.integer("FETCHER_LEASE_SECONDS"),
+            outage_seconds=read.integer("FETCHER_DEPENDENCY_OUTAGE_SECONDS"),
+            dispatch_timeout_seconds=read.integer("FETCHER_DISPATCH_TIMEOUT_SECONDS"),
         )
 
 
-def _lease_seconds(env: Mapping[str, str]) -> int:
-    seconds = _int(env, "FETCHER_LEASE_SECONDS", 20)
-    if seconds < 4:
-        raise SettingsError(f"FETCHER_LEASE_SECONDS must be at least 4, got {seconds}")
-    return seconds
+MAX_RESULT_BYTES = 256 * 1024 * 1024
 
 
 ASYMMETRIC_ALGORITHMS = (
@@ -312,13 +285,9 @@ MAX_LEEWAY_SECONDS = 300
 MIN_SECRET_BYTES = 32
 
 
-def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in env.get(name, "").split(",") if item.strip())
-
-
-def _url(env: Mapping[str, str], name: str) -> str | None:
-    raw = env.get(name, "").strip()
-    if not raw:
+def _url(env: Environment, name: str) -> str | None:
+    raw = env.optional(name)
+    if raw is None:
         return None
     parts = urlsplit(raw)
     if parts.scheme not in {"http", "https"} or not parts.hostname:
@@ -406,11 +375,12 @@ class SecuritySettings:
         return self.verifies_tokens or self.plugin_enabled
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> SecuritySettings:
-        issuer = _url(env, "FETCHER_AUTH_ISSUER")
-        jwks_url = _url(env, "FETCHER_AUTH_JWKS_URL")
-        public_key = _pem(env.get("FETCHER_AUTH_PUBLIC_KEY", "").strip())
-        secret = env.get("FETCHER_AUTH_HS256_SECRET", "").strip() or None
+    def from_env(cls, env: Mapping[str, str] | Environment) -> SecuritySettings:
+        read = Environment.of(env)
+        issuer = _url(read, "FETCHER_AUTH_ISSUER")
+        jwks_url = _url(read, "FETCHER_AUTH_JWKS_URL")
+        public_key = _pem(read.text("FETCHER_AUTH_PUBLIC_KEY"))
+        secret = read.optional("FETCHER_AUTH_HS256_SECRET")
         sources = [
             name
             for name, value in (
@@ -428,45 +398,41 @@ class SecuritySettings:
             raise SettingsError(
                 f"FETCHER_AUTH_HS256_SECRET must be at least {MIN_SECRET_BYTES} bytes"
             )
-        audience = _list(env, "FETCHER_AUTH_AUDIENCE")
+        audience = read.listed("FETCHER_AUTH_AUDIENCE")
         if issuer is not None and not audience:
             raise SettingsError("FETCHER_AUTH_AUDIENCE is required with FETCHER_AUTH_ISSUER")
         if issuer is None and audience:
             raise SettingsError("FETCHER_AUTH_AUDIENCE needs FETCHER_AUTH_ISSUER")
-        plugin = _bool(env, "PLUGIN_AUTH_ENABLED")
-        address = _url(env, "PLUGIN_AUTH_ADDRESS")
+        plugin = read.flag("PLUGIN_AUTH_ENABLED")
+        address = _url(read, "PLUGIN_AUTH_ADDRESS")
         if plugin and address is None:
             raise SettingsError("PLUGIN_AUTH_ADDRESS is required when PLUGIN_AUTH_ENABLED=true")
-        disabled = _bool(env, "FETCHER_AUTH_DISABLED_INSECURE")
+        disabled = read.flag("FETCHER_AUTH_DISABLED_INSECURE")
         if disabled and (issuer is not None or plugin):
             raise SettingsError(
                 "FETCHER_AUTH_DISABLED_INSECURE=true contradicts the authentication configured"
             )
-        leeway = _int(env, "FETCHER_AUTH_LEEWAY_SECONDS", 30, positive=False)
-        if not 0 <= leeway <= MAX_LEEWAY_SECONDS:
-            raise SettingsError(
-                f"FETCHER_AUTH_LEEWAY_SECONDS must be between 0 and {MAX_LEEWAY_SECONDS}"
-            )
+        leeway = read.integer("FETCHER_AUTH_LEEWAY_SECONDS")
         return cls(
             issuer=issuer,
             jwks_url=jwks_url,
             public_key=public_key,
             hs256_secret=secret,
             audience=audience,
-            algorithms=_algorithms(env, issuer=issuer, secret=secret is not None),
+            algorithms=_algorithms(read, issuer=issuer, secret=secret is not None),
             leeway_seconds=leeway,
-            permissions_claim=env.get("FETCHER_AUTH_PERMISSIONS_CLAIM", "").strip() or "scope",
-            tenant_claim=env.get("FETCHER_AUTH_TENANT_CLAIM", "").strip() or "tenantId",
+            permissions_claim=read.text("FETCHER_AUTH_PERMISSIONS_CLAIM"),
+            tenant_claim=read.text("FETCHER_AUTH_TENANT_CLAIM"),
             plugin_enabled=plugin,
             plugin_address=address if plugin else None,
             disabled_insecure=disabled,
-            cors_origins=_cors_origins(env),
+            cors_origins=_cors_origins(read),
         )
 
 
-def _algorithms(env: Mapping[str, str], *, issuer: str | None, secret: bool) -> tuple[str, ...]:
+def _algorithms(env: Environment, *, issuer: str | None, secret: bool) -> tuple[str, ...]:
     name = "FETCHER_AUTH_ALGORITHMS"
-    listed = _list(env, name)
+    listed = env.listed(name)
     if listed and issuer is None:
         raise SettingsError(f"{name} needs FETCHER_AUTH_ISSUER")
     if any(item.lower() == "none" for item in listed):
@@ -484,8 +450,8 @@ def _algorithms(env: Mapping[str, str], *, issuer: str | None, secret: bool) -> 
     return listed or ASYMMETRIC_ALGORITHMS
 
 
-def _cors_origins(env: Mapping[str, str]) -> tuple[str, ...]:
-    origins = tuple(_origin(item) for item in _list(env, "FETCHER_CORS_ORIGINS"))
+def _cors_origins(env: Environment) -> tuple[str, ...]:
+    origins = tuple(_origin(item) for item in env.listed("FETCHER_CORS_ORIGINS"))
     if "*" in origins and len(origins) > 1:
         raise SettingsError("FETCHER_CORS_ORIGINS: '*' stands alone")
     return origins
@@ -508,10 +474,11 @@ class TenancySettings:
         return Tenancy.multi(self.allowed) if self.enabled else SINGLE_TENANCY
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> TenancySettings:
-        enabled = _bool(env, "MULTI_TENANT_ENABLED")
+    def from_env(cls, env: Mapping[str, str] | Environment) -> TenancySettings:
+        read = Environment.of(env)
+        enabled = read.flag("MULTI_TENANT_ENABLED")
         name = "MULTI_TENANT_ALLOWED_TENANTS"
-        allowed = _list(env, name)
+        allowed = read.listed(name)
         if allowed and not enabled:
             raise SettingsError(f"{name} needs MULTI_TENANT_ENABLED=true")
         invalid = [item for item in allowed if not is_valid_tenant_id(item)]
@@ -539,8 +506,8 @@ class DatabaseSettings:
     """Whether ``FETCHER_DATABASE_URL`` was given (the embedded default has none)."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], data_dir: Path) -> DatabaseSettings:
-        url = env.get("FETCHER_DATABASE_URL", "").strip()
+    def from_env(cls, env: Mapping[str, str] | Environment, data_dir: Path) -> DatabaseSettings:
+        url = Environment.of(env).text("FETCHER_DATABASE_URL")
         defaults = {
             "event_store_file": data_dir / "fetcher.sqlite3",
             "sql_file": data_dir / "fetcher-data.sqlite3",
@@ -556,6 +523,28 @@ class DatabaseSettings:
             except ValueError as error:
                 raise SettingsError(f"FETCHER_DATABASE_URL is invalid: {error}") from None
         raise SettingsError("FETCHER_DATABASE_URL must be a postgresql:// or sqlite:/// URL")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """What the command-line tools (``keys``, ``event``, ``result``, ``audit``) read."""
+
+    keys: KeySettings
+    audit_signing_key: str | None = field(default=None, repr=False)
+    external_hmac_key: str | None = field(default=None, repr=False)
+    """``FETCHER_EXTERNAL_HMAC_KEY``: hex key that verifies event signatures."""
+    storage_key: str | None = field(default=None, repr=False)
+    """``FETCHER_STORAGE_KEY``: hex key that decrypts stored results."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | Environment | None = None) -> ToolSettings:
+        read = Environment.of(env)
+        return cls(
+            keys=KeySettings.from_env(read),
+            audit_signing_key=read.optional("FETCHER_AUDIT_SIGNING_KEY"),
+            external_hmac_key=read.optional("FETCHER_EXTERNAL_HMAC_KEY"),
+            storage_key=read.optional("FETCHER_STORAGE_KEY"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,46 +568,42 @@ class Settings:
     the default) or ``asyncio``, the standard library's, to fall back to."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        data_dir = Path(env.get("FETCHER_DATA_DIR", "").strip() or "./var").resolve()
-        tenancy = TenancySettings.from_env(env)
+    def from_env(
+        cls, env: Mapping[str, str] | Environment | None = None, *, role: str | None = None
+    ) -> Settings:
+        """The settings of ``env`` (the process environment by default). With ``role``, the
+        settings that role cannot start without are checked first: one ``SettingsError``
+        lists every one missing."""
+        read = Environment.of(env)
+        if role is not None:
+            check_required(role, read.values)
+        data_dir = Path(read.text("FETCHER_DATA_DIR")).resolve()
+        tenancy = TenancySettings.from_env(read)
         return cls(
             data_dir=data_dir,
-            database=DatabaseSettings.from_env(env, data_dir),
-            http=HttpSettings.from_env(env),
-            keys=KeySettings.from_env(env),
-            broker=BrokerSettings.from_env(env),
-            storage=StorageSettings.from_env(env),
-            engine=EngineSettings.from_env(env),
-            version=env.get("VERSION", "").strip() or "0.0.0",
-            connections=_connection_settings(env, multi_tenant=tenancy.enabled),
-            security=SecuritySettings.from_env(env),
-            tracing=_tracing_settings(env),
-            probes=ProbeSettings.from_env(env),
+            database=DatabaseSettings.from_env(read, data_dir),
+            http=HttpSettings.from_env(read),
+            keys=KeySettings.from_env(read),
+            broker=BrokerSettings.from_env(read),
+            storage=StorageSettings.from_env(read),
+            engine=EngineSettings.from_env(read),
+            version=read.text("VERSION"),
+            connections=_connection_settings(read, multi_tenant=tenancy.enabled),
+            security=SecuritySettings.from_env(read),
+            tracing=TracingSettings.from_env(read),
+            probes=ProbeSettings.from_env(read),
             tenancy=tenancy,
-            audit=AuditSettings.from_env(env),
-            event_loop=_event_loop(env),
+            audit=AuditSettings.from_env(read),
+            event_loop=_event_loop(read),
         )
 
 
-def _connection_settings(env: Mapping[str, str], *, multi_tenant: bool) -> ConnectionSettings:
+def _connection_settings(env: Environment, *, multi_tenant: bool) -> ConnectionSettings:
     """The SSRF guard is on by default in multi-tenant mode (as the reference's): no tenant
     may reach the service's own network, where the other tenants' data lives."""
-    guard = _bool(env, "FETCHER_SSRF_GUARD", default=multi_tenant)
-    try:
-        return ConnectionSettings.from_env(
-            env,
-            ssrf_guard=guard,
-            multi_tenant=multi_tenant,
-            server_json=_bool(env, "FETCHER_PG_SERVER_JSON", default=False),
-        )
-    except ConnectionSettingsError as error:
-        raise SettingsError(str(error)) from None
-
-
-def _tracing_settings(env: Mapping[str, str]) -> TracingSettings:
-    try:
-        return TracingSettings.from_env(env)
-    except ObservabilitySettingsError as error:
-        raise SettingsError(str(error)) from None
+    return ConnectionSettings.from_env(
+        env,
+        ssrf_guard=env.flag("FETCHER_SSRF_GUARD", default=multi_tenant),
+        multi_tenant=multi_tenant,
+        server_json=env.flag("FETCHER_PG_SERVER_JSON"),
+    )

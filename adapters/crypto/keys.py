@@ -164,15 +164,6 @@ class KeyRing:
                 raise InvalidMasterKey(f"previous key version '{old_version}': {e}") from None
             self._sets[old_version] = KeySet.from_master(master, old_version)
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> KeyRing:
-        """Build from ``APP_ENC_KEY``, ``APP_ENC_KEY_VERSION`` and ``APP_ENC_KEYS_PREVIOUS``."""
-        return cls(
-            environ.get("APP_ENC_KEY", ""),
-            environ.get("APP_ENC_KEY_VERSION", "") or DEFAULT_KEY_VERSION,
-            environ.get("APP_ENC_KEYS_PREVIOUS") or None,
-        )
-
     @property
     def current(self) -> KeySet:
         return self._current

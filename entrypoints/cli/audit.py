@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
@@ -40,7 +39,7 @@ from application.audit.bundle import (
 from application.audit.verify import VerifyReport
 from application.timefmt import rfc3339nano
 from domain.errors import FetcherError
-from entrypoints.settings import Settings, SettingsError
+from entrypoints.settings import Settings, SettingsError, ToolSettings
 
 
 class AuditToolError(Exception):
@@ -84,10 +83,11 @@ async def _open_store(
 
 
 def _key_ring() -> KeyRing | None:
-    if not os.environ.get("APP_ENC_KEY", "").strip():
+    keys = ToolSettings.from_env().keys
+    if keys.master_key is None:
         return None
     try:
-        return KeyRing.from_env(os.environ)
+        return keys.ring()
     except InvalidMasterKey as e:
         raise AuditToolError(f"APP_ENC_KEY: {e}") from None
 
@@ -104,7 +104,7 @@ def _keys(public_keys: Sequence[str], ring: KeyRing | None) -> Ed25519Checkpoint
     try:
         publics = [decode_public(_public_key_text(k)) for k in public_keys]
         if ring is not None:
-            configured = os.environ.get("FETCHER_AUDIT_SIGNING_KEY", "").strip() or None
+            configured = ToolSettings.from_env().audit_signing_key
             pairs = list(AuditKeys.from_ring(ring, configured).publics.items())
     except InvalidAuditKey as e:
         raise AuditToolError(str(e)) from None

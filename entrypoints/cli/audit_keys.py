@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from adapters.crypto.audit_signing import AuditKeys, InvalidAuditKey, encode_public
 from adapters.crypto.keys import InvalidMasterKey, KeyRing
+from entrypoints.settings import ToolSettings
 
 
-def _master_key_text(flag: str | None) -> str:
+def _master_key_text(flag: str | None, settings: ToolSettings) -> str:
     """APP_ENC_KEY, else the first line of piped stdin, else --key (as the other keys)."""
-    text = os.environ.get("APP_ENC_KEY", "").strip()
+    text = settings.keys.master_key or ""
     if not text and sys.stdin is not None and not sys.stdin.isatty():
         try:
             text = sys.stdin.readline().strip()
@@ -22,15 +22,11 @@ def _master_key_text(flag: str | None) -> str:
 
 
 def _audit_public(args: argparse.Namespace) -> int:
-    text = _master_key_text(args.key)
-    configured = os.environ.get("FETCHER_AUDIT_SIGNING_KEY", "").strip() or None
+    settings = ToolSettings.from_env()
+    text = _master_key_text(args.key, settings)
     try:
-        ring = KeyRing(
-            text,
-            os.environ.get("APP_ENC_KEY_VERSION", "") or "1",
-            os.environ.get("APP_ENC_KEYS_PREVIOUS") or None,
-        )
-        keys = AuditKeys.from_ring(ring, configured)
+        ring = KeyRing(text, settings.keys.version, settings.keys.previous or None)
+        keys = AuditKeys.from_ring(ring, settings.audit_signing_key)
     except (InvalidMasterKey, InvalidAuditKey) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1

@@ -8,13 +8,12 @@ Healthy when either answers 200.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 
-from entrypoints.settings import SettingsError, listen_address
+from entrypoints.settings import Environment, SettingsError, listen_address
 
 DEFAULT_HEALTH_PORT = 4007
 TIMEOUT_SECONDS = 3.0
@@ -32,13 +31,15 @@ def _health_port(raw: str) -> int:
     return value if 0 < value < 65536 else DEFAULT_HEALTH_PORT
 
 
-def local_health_urls(env: Mapping[str, str]) -> list[str]:
+def local_health_urls(env: Mapping[str, str] | None = None) -> list[str]:
+    """From ``env``, the process environment by default."""
+    read = Environment(env)
     urls = []
     try:
-        urls.append(_url(*listen_address(env)))
+        urls.append(_url(*listen_address(read)))
     except SettingsError:
         pass
-    urls.append(_url("127.0.0.1", _health_port(env.get("HEALTH_PORT", ""))))
+    urls.append(_url("127.0.0.1", _health_port(read.raw("HEALTH_PORT") or "")))
     return urls
 
 
@@ -57,7 +58,7 @@ def _healthy(url: str) -> str | None:
 
 def _healthcheck(args: argparse.Namespace) -> int:
     failures = []
-    for url in args.url or local_health_urls(os.environ):
+    for url in args.url or local_health_urls():
         failure = _healthy(url)
         if failure is None:
             print(f"healthy: {url}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -15,10 +14,11 @@ from typing import Any
 from domain.errors import FetcherError
 from entrypoints.cli.audit import add_audit_commands
 from entrypoints.cli.healthcheck import add_healthcheck_command
+from entrypoints.cli.settings_docs import add_settings_command
 from entrypoints.cli.settings_help import settings_epilog
 from entrypoints.cli.tools import add_tool_commands
 from entrypoints.logs import configure_logging
-from entrypoints.observability_settings import LogSettings, ObservabilitySettingsError
+from entrypoints.observability_settings import LogSettings
 from entrypoints.settings import EventLoop, Settings, SettingsError
 
 Role = Callable[[Settings], Coroutine[Any, Any, None]]
@@ -34,8 +34,10 @@ def package_version() -> str:
         return "unknown (not installed: run `make` or `pip install .`)"
 
 
-def _configuration_error(error: SettingsError | ObservabilitySettingsError) -> int:
-    print(f"fetcher: configuration error: {error}", file=sys.stderr)
+def _configuration_error(error: SettingsError) -> int:
+    """One line per problem (every missing setting, or the first invalid one)."""
+    for problem in error.problems:
+        print(f"fetcher: configuration error: {problem}", file=sys.stderr)
     return 2
 
 
@@ -77,7 +79,7 @@ def _run_role(role_name: str) -> Callable[[argparse.Namespace], int]:
 
         role: Role = getattr(runners, role_name)
         try:
-            settings = Settings.from_env()
+            settings = Settings.from_env(role=role_name)
             with asyncio.Runner(loop_factory=loop_factory(settings.event_loop)) as runner:
                 runner.run(role(settings))
         except SettingsError as error:
@@ -114,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         ).set_defaults(func=_run_role(name))
     add_tool_commands(commands)
+    add_settings_command(commands)
     add_healthcheck_command(commands)
     add_audit_commands(commands)
     return parser
@@ -122,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        configure_logging(LogSettings.from_env(os.environ))
-    except ObservabilitySettingsError as error:
+        configure_logging(LogSettings.from_env())
+    except SettingsError as error:
         return _configuration_error(error)
     code: int = args.func(args)
     return code

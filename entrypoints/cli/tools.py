@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import re
 import sys
 import time
@@ -32,6 +31,7 @@ from adapters.crypto.sealing import (
 from adapters.crypto.signing import HmacMessageSigner
 from application.errors import InvalidSignature
 from entrypoints.cli.audit_keys import add_audit_public_key
+from entrypoints.settings import ToolSettings
 
 _HEX_64 = re.compile(r"[0-9a-fA-F]{64}")
 _NO_KEY_HELP = (
@@ -53,10 +53,6 @@ def _err(text: str) -> None:
     sys.stderr.flush()
 
 
-def _env(name: str) -> str:
-    return os.environ.get(name, "").strip()
-
-
 def _stdin_first_line() -> str:
     stdin = sys.stdin
     try:
@@ -69,7 +65,8 @@ def _stdin_first_line() -> str:
 
 def _master_key_text(flag: str | None) -> str:
     """APP_ENC_KEY, else the first line of piped stdin, else the --key flag (reference §5.6)."""
-    return _env("APP_ENC_KEY") or _stdin_first_line() or (flag or "").strip()
+    master = ToolSettings.from_env().keys.master_key
+    return master or _stdin_first_line() or (flag or "").strip()
 
 
 def _print_usage(parser: argparse.ArgumentParser) -> None:
@@ -146,31 +143,33 @@ def _hex_key(text: str, source: str) -> bytes:
     return bytes.fromhex(value)
 
 
-def _ring_from_env() -> KeyRing | None:
-    if not _env("APP_ENC_KEY"):
+def _ring_from_env(settings: ToolSettings) -> KeyRing | None:
+    if settings.keys.master_key is None:
         return None
     try:
-        return KeyRing.from_env(os.environ)
+        return settings.keys.ring()
     except InvalidMasterKey as e:
         raise ToolError(f"APP_ENC_KEY: {e}") from None
 
 
 def _external_hmac_keys(flag: str | None) -> list[bytes]:
+    settings = ToolSettings.from_env()
     if flag:
         return [_hex_key(flag, "--hmac-key")]
-    if env := _env("FETCHER_EXTERNAL_HMAC_KEY"):
+    if env := settings.external_hmac_key:
         return [_hex_key(env, "FETCHER_EXTERNAL_HMAC_KEY")]
-    if ring := _ring_from_env():
+    if ring := _ring_from_env(settings):
         return [keys.external_hmac for keys in ring]
     raise ToolError("no HMAC key: pass --hmac-key, or set FETCHER_EXTERNAL_HMAC_KEY or APP_ENC_KEY")
 
 
 def _storage_keys(flag: str | None) -> list[bytes]:
+    settings = ToolSettings.from_env()
     if flag:
         return [_hex_key(flag, "--storage-key")]
-    if env := _env("FETCHER_STORAGE_KEY"):
+    if env := settings.storage_key:
         return [_hex_key(env, "FETCHER_STORAGE_KEY")]
-    if ring := _ring_from_env():
+    if ring := _ring_from_env(settings):
         return [keys.storage for keys in ring]
     raise ToolError("no storage key: pass --storage-key, or set FETCHER_STORAGE_KEY or APP_ENC_KEY")
 

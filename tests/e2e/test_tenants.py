@@ -211,6 +211,7 @@ async def test_two_tenants_share_nothing_and_each_job_carries_its_tenant(
 def test_the_api_refuses_multi_tenant_mode_without_token_verification(tmp_path):
     env = base_env(
         FETCHER_DATA_DIR=str(tmp_path / "data"),
+        FETCHER_DATABASE_URL=f"sqlite:///{tmp_path / 'fetcher.sqlite3'}",
         RABBITMQ_URL=RABBIT,
         APP_ENC_KEY=MASTER_KEY,
         MULTI_TENANT_ENABLED="true",

@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from application.log_context import bind_log_fields, current_log_fields, log_fields
 from entrypoints.cli.main import main
 from entrypoints.logs import configure_logging
-from entrypoints.observability_settings import LogSettings, ObservabilitySettingsError
+from entrypoints.observability_settings import LogSettings
+from entrypoints.settings import SettingsError
 
 TEXT_LINE = re.compile(
     r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (?P<level>[A-Z]+) (?P<logger>\S+): "
@@ -133,7 +134,7 @@ def test_log_settings_from_env(env, level, fmt):
     ("name", "value"), [("LOG_LEVEL", "verbose"), ("LOG_FORMAT", "xml"), ("LOG_LEVEL", "10")]
 )
 def test_an_invalid_log_setting_names_the_variable_and_value(name, value):
-    with pytest.raises(ObservabilitySettingsError) as error:
+    with pytest.raises(SettingsError) as error:
         LogSettings.from_env({name: value})
     assert name in str(error.value) and repr(value) in str(error.value)
 

@@ -7,7 +7,7 @@ import pytest
 
 from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from application.ports.tracer import NO_TRACER
-from entrypoints.observability_settings import ObservabilitySettingsError, TracingSettings
+from entrypoints.observability_settings import TracingSettings
 from entrypoints.roles import Role
 from entrypoints.settings import Settings, SettingsError
 from entrypoints.tracing import open_tracer, tracer_provider
@@ -72,7 +72,7 @@ def test_reference_and_standard_names_are_read():
     ],
 )
 def test_a_bad_tracing_setting_names_the_variable(name, value, tmp_path):
-    with pytest.raises(ObservabilitySettingsError, match=name):
+    with pytest.raises(SettingsError, match=name):
         TracingSettings.from_env({name: value})
     with pytest.raises(SettingsError, match=name):
         Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path), name: value})

@@ -110,7 +110,7 @@ def test_without_uvloop_the_event_loop_is_asyncio_and_asking_for_uvloop_is_refus
 
 @pytest.mark.parametrize("value", ["trio", "selector", "1"])
 def test_an_unknown_event_loop_is_refused_by_name(value):
-    with pytest.raises(SettingsError, match="FETCHER_EVENT_LOOP must be uvloop or asyncio"):
+    with pytest.raises(SettingsError, match="FETCHER_EVENT_LOOP must be one of uvloop, asyncio"):
         Settings.from_env({"FETCHER_EVENT_LOOP": value})
 
 

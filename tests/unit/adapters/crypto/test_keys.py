@@ -91,18 +91,6 @@ def test_ring_accepts_previous_keys_as_a_mapping():
     assert ring.versions() == ("2", "1")
 
 
-def test_ring_from_env():
-    ring = KeyRing.from_env(
-        {
-            "APP_ENC_KEY": MASTER_B64,
-            "APP_ENC_KEY_VERSION": "3",
-            "APP_ENC_KEYS_PREVIOUS": f"2:{OLD_MASTER_B64}",
-        }
-    )
-    assert ring.versions() == ("3", "2")
-    assert KeyRing.from_env({"APP_ENC_KEY": MASTER_B64}).versions() == ("1",)
-
-
 def test_key_material_never_appears_in_repr():
     ring = KeyRing(MASTER_B64, "2", f"1:{OLD_MASTER_B64}")
     texts = [repr(ring), str(ring), repr(ring.current), repr(ring.get("1"))]

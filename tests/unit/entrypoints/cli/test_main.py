@@ -21,10 +21,10 @@ import pytest
 from entrypoints import runners
 from entrypoints.cli.healthcheck import local_health_urls
 from entrypoints.cli.main import ROLES, build_parser
-from entrypoints.cli.settings_help import SETTINGS
 from entrypoints.listening import listen
 from entrypoints.observability_settings import LogSettings
-from entrypoints.settings import Settings, SettingsError, listen_address
+from entrypoints.settings import Settings, SettingsError, ToolSettings, listen_address
+from entrypoints.settings_table import SETTINGS
 
 FETCHER = Path(sys.executable).parent / "fetcher"
 DATASOURCE = {
@@ -73,11 +73,13 @@ def test_the_settings_table_names_exactly_the_variables_the_roles_read():
     env = RecordingEnv(DATASOURCE)
     Settings.from_env(env)
     LogSettings.from_env(env)
+    ToolSettings.from_env(env)
     read = {re.sub(r"^DATASOURCE_LEDGER_", "DATASOURCE_<X>_", name) for name in env.read}
-    documented = {setting.name for setting in SETTINGS}
+    documented = {setting.name for setting in SETTINGS if setting.reader == "fetcher"}
+    documented |= {alias for setting in SETTINGS for alias in setting.aliases}
     datasource_suffixes = {name for name in read if name.startswith("DATASOURCE_<X>_")}
     assert datasource_suffixes, "the internal datasource was not read"
-    described = next(s.meaning for s in SETTINGS if s.name == "DATASOURCE_<X>_CONFIG_NAME")
+    described = next(s.help for s in SETTINGS if s.name == "DATASOURCE_<X>_CONFIG_NAME")
     for name in datasource_suffixes - {"DATASOURCE_<X>_CONFIG_NAME"}:
         assert name.removeprefix("DATASOURCE_<X>") in described, name
     assert documented == (read - datasource_suffixes) | {"DATASOURCE_<X>_CONFIG_NAME"}
@@ -108,6 +110,9 @@ def test_every_role_runs_on_the_event_loop_the_setting_chooses(
 
     monkeypatch.setattr(runners, role, recording_role)
     monkeypatch.setenv("FETCHER_EVENT_LOOP", setting)
+    for required in SETTINGS:
+        if role in required.required_for:
+            monkeypatch.setenv(required.name, required.example)
     args = build_parser().parse_args([role])
     assert args.func(args) == 0
     assert ran_on == [loop_module]
@@ -203,6 +208,8 @@ def test_a_worker_started_without_its_broker_waits_and_says_so_in_one_line(tmp_p
         health_port = free.getsockname()[1]
     env = {
         "PATH": "/usr/bin:/bin",
+        "FETCHER_DATABASE_URL": f"sqlite:///{tmp_path / 'fetcher.sqlite3'}",
+        "OBJECT_STORAGE_BUCKET": "results",
         "RABBITMQ_URL": f"amqp://fetcher:hunter2@127.0.0.1:{port}/",
         "APP_ENC_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
         "FETCHER_DATA_DIR": str(tmp_path / "var"),
