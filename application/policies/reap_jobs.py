@@ -23,7 +23,7 @@ from application.log_context import log_fields
 from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
-from application.ports.job_index import JobIndex
+from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_leases import JobLeases
 from application.ports.job_repository import Jobs
 from application.ports.messaging import WorkQueue
@@ -61,16 +61,9 @@ class ReapJobs:
         stalled = await self.index.stalled(now=now, pending_before=now - self.pending_timeout)
         self._forget_expiries_except({summary.job_id for summary in stalled})
         for summary in stalled:
-            job = await self.jobs.find(summary.job_id, tenant=summary.tenant)
-            if job is None or job.is_terminal:
-                continue
-            hold = None if self.leases is None else await self.leases.hold(job.id)
-            expired = lease_expired(job, hold, now)
-            if expired:
-                self._count_expiry(job)
-            with log_fields(job_id=str(job.id), request_id=job.request_id):
+            with log_fields(job_id=str(summary.job_id)):
                 try:
-                    acted += await self._reap(job, now, expired)
+                    acted += await self._look_at(summary, now)
                 except (ConcurrencyConflict, InvalidTransition):
                     continue
                 except FetcherError as error:
@@ -83,6 +76,17 @@ class ReapJobs:
         if deferred:
             log.warning("reaper.round.incomplete", extra={"deferred": deferred, "acted": acted})
         return acted
+
+    async def _look_at(self, summary: JobSummary, now: datetime) -> int:
+        job = await self.jobs.find(summary.job_id, tenant=summary.tenant)
+        if job is None or job.is_terminal:
+            return 0
+        hold = None if self.leases is None else await self.leases.hold(job.id)
+        expired = lease_expired(job, hold, now)
+        if expired:
+            self._count_expiry(job)
+        with log_fields(request_id=job.request_id):
+            return await self._reap(job, now, expired)
 
     async def _reap(self, job: Job, now: datetime, expired: bool) -> int:
         if job.phase is Phase.REQUESTED:

@@ -9,6 +9,7 @@ from adapters.memory.job_index import InMemoryJobIndex
 from application.policies.follower import ProjectionFollower
 from application.policies.reap_jobs import ReapJobs
 from domain import job as jobs
+from domain.errors import Unavailable
 from domain.job import JobFailed
 from domain.tenant import SINGLE_TENANT
 
@@ -117,3 +118,24 @@ async def test_a_failed_redispatch_does_not_stop_the_round_and_is_tried_next_rou
     assert isinstance(last, JobFailed)
     assert await reaper() == 1  # the one that failed, tried again
     assert sorted(o.job_id for o in app.queue.published) == sorted([first.id, second.id])
+
+
+async def test_a_job_that_cannot_be_read_does_not_stop_the_round(app, monkeypatch):
+    index, follower = await _projection(app)
+    unreadable = await _requested(app, "accounts")
+    stuck = (
+        await app.request_job({"pgsql": {"orders": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).job
+    await follower.run_once()
+    read = app.store.job_events
+
+    async def job_events(job_id):
+        if job_id == unreadable.id:
+            raise Unavailable("simulated read failure")
+        return await read(job_id)
+
+    monkeypatch.setattr(app.store, "job_events", job_events)
+    app.clock.advance(minutes=61)
+    assert await ReapJobs(app.jobs, index, app.queue, app.clock)() == 1
+    assert isinstance((await read(stuck.id))[-1], JobFailed)
+    assert not isinstance((await read(unreadable.id))[-1], JobFailed)
