@@ -36,7 +36,7 @@ from application.ports.connection_repository import (
     ConnectionRepository,
 )
 from domain.connection import Connection
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 _PRUNE_AT = 4096
 
@@ -65,7 +65,7 @@ class CachingConnectionRepository(ConnectionRepository):
         return self._inner
 
     async def by_config_names(
-        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
+        self, names: Sequence[str], *, tenant: Tenant
     ) -> dict[str, Connection]:
         if not self._ttl:
             return await self._inner.by_config_names(names, tenant=tenant)
@@ -95,14 +95,10 @@ class CachingConnectionRepository(ConnectionRepository):
 
     # Passed through; writes forget what was remembered.
 
-    async def get(
-        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection | None:
+    async def get(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None:
         return await self._inner.get(connection_id, tenant=tenant)
 
-    async def list(
-        self, query: ConnectionQuery, *, tenant: Tenant = SINGLE_TENANT
-    ) -> ConnectionPage:
+    async def list(self, query: ConnectionQuery, *, tenant: Tenant) -> ConnectionPage:
         return await self._inner.list(query, tenant=tenant)
 
     async def check(self) -> None:
@@ -121,16 +117,14 @@ class CachingConnectionRepository(ConnectionRepository):
             self.forget()
 
     async def assign_product(
-        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant = SINGLE_TENANT
+        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant
     ) -> Connection | None:
         try:
             return await self._inner.assign_product(connection_id, product, now, tenant=tenant)
         finally:
             self.forget()
 
-    async def soft_delete(
-        self, connection_id: UUID, now: datetime, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool:
+    async def soft_delete(self, connection_id: UUID, now: datetime, *, tenant: Tenant) -> bool:
         try:
             return await self._inner.soft_delete(connection_id, now, tenant=tenant)
         finally:

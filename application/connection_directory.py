@@ -9,7 +9,7 @@ from uuid import UUID, uuid5
 
 from application.ports.connection_repository import ConnectionRepository
 from domain.connection import Connection
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 INTERNAL_NAMESPACE = UUID("f47ac10b-58cc-4372-a567-0e02b2c3d479")
 
@@ -35,7 +35,7 @@ class ConnectionDirectory:
     internal: Mapping[str, Connection] = field(default_factory=dict)
     visible_to: Mapping[str, frozenset[str]] | None = None
 
-    def internal_for(self, tenant: Tenant = SINGLE_TENANT) -> dict[str, Connection]:
+    def internal_for(self, tenant: Tenant) -> dict[str, Connection]:
         """The internal datasources ``tenant`` sees, by config name."""
         if self.visible_to is None:
             return dict(self.internal) if tenant.is_single else {}
@@ -47,9 +47,7 @@ class ConnectionDirectory:
             if tenant.id in self.visible_to.get(name, frozenset())
         }
 
-    async def resolve(
-        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
-    ) -> dict[str, Connection]:
+    async def resolve(self, names: Sequence[str], *, tenant: Tenant) -> dict[str, Connection]:
         internal = self.internal_for(tenant)
         found = {name: internal[name] for name in names if name in internal}
         missing = [name for name in names if name not in found]
@@ -57,17 +55,13 @@ class ConnectionDirectory:
             found.update(await self.repository.by_config_names(missing, tenant=tenant))
         return found
 
-    def internal_by_id(
-        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection | None:
+    def internal_by_id(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None:
         for connection in self.internal_for(tenant).values():
             if connection.id == connection_id:
                 return connection
         return None
 
-    async def by_id(
-        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection | None:
+    async def by_id(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None:
         """An internal datasource by its deterministic id, else a live stored connection."""
         internal = self.internal_by_id(connection_id, tenant=tenant)
         if internal is not None:

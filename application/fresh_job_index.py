@@ -9,7 +9,7 @@ from datetime import datetime
 from application.policies.follower import ProjectionFollower
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(slots=True)
@@ -36,9 +36,7 @@ class FreshJobIndex(JobIndex):
     async def position(self) -> int:
         return await self.index.position()
 
-    async def is_connection_in_use(
-        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool:
+    async def is_connection_in_use(self, config_name: str, *, tenant: Tenant) -> bool:
         await self._catch_up()
         return await self.index.is_connection_in_use(config_name, tenant=tenant)
 

@@ -20,7 +20,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tenacity import AsyncRetrying, retry_if_result, wait_exponential
+
 from application.ports.metrics import NO_METRICS, ReadinessMetrics
+from application.retrying import sleep_unless
 from domain.redaction import redact
 
 Check = Callable[[], Awaitable[None]]
@@ -172,14 +175,18 @@ class Readiness:
     ) -> None:
         """Repeats the self-probe, backing off from ``interval`` to ``max_interval``, until it
         passes or ``stop`` is set."""
-        wait = interval
-        while not self._live and not stop.is_set():
-            if await self.self_probe():
-                return
-            try:
-                await asyncio.wait_for(stop.wait(), wait)
-            except TimeoutError:
-                wait = min(wait * 2, max_interval)
+        retrying = AsyncRetrying(
+            retry=retry_if_result(lambda live: live is False),
+            wait=wait_exponential(multiplier=interval, max=max_interval),
+            sleep=sleep_unless(stop),
+        )
+        await retrying(self._probe_unless, stop)
+
+    async def _probe_unless(self, stop: asyncio.Event) -> bool | None:
+        """Whether the self-probe passed; None (no more tries) once live or stopped."""
+        if self._live or stop.is_set():
+            return None
+        return await self.self_probe()
 
     def _report(self, checks: Mapping[str, CheckResult]) -> ReadinessReport:
         return ReadinessReport(checks, self.version, self.deployment_mode)

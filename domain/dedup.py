@@ -14,7 +14,7 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import DomainEvent
 
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 SLOT_NAMESPACE = UUID("3d0c7a53-56f5-4b8e-9a3e-5a0f6c1e2b7d")
 
@@ -31,7 +31,7 @@ class RequestSlot:
     job_id: UUID | None
 
 
-def slot_id(request_hash: str, tenant: Tenant = SINGLE_TENANT) -> UUID:
+def slot_id(request_hash: str, tenant: Tenant) -> UUID:
     """The slot of a request hash within a tenant: over the hash alone for the single tenant
     (as before tenants existed), over ``<tenantId>/<hash>`` for any other, so identical
     requests of two tenants never share a job."""

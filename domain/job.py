@@ -201,7 +201,7 @@ def request_job(
     job_id: UUID,
     request: ExtractionRequest,
     now: datetime,
-    tenant: Tenant = SINGLE_TENANT,
+    tenant: Tenant,
     *,
     request_id: str = "",
     trace_context: Mapping[str, str] | None = None,

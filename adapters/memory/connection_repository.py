@@ -15,7 +15,7 @@ from application.ports.connection_repository import (
 )
 from domain.connection import Connection
 from domain.errors import ConcurrencyConflict, EntityConflict, EntityNotFound, Unavailable
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 def _utc(value: datetime) -> datetime:
@@ -76,23 +76,19 @@ class InMemoryConnectionRepository(ConnectionRepository):
             raise EntityConflict("connection")
         self._rows[connection.id] = _Row(_normalised(connection, connection.created_at))
 
-    async def get(
-        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection | None:
+    async def get(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None:
         self._guard()
         row = self._row(connection_id, tenant)
         return _copy(row.connection) if row and row.deleted_at is None else None
 
     async def by_config_names(
-        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
+        self, names: Sequence[str], *, tenant: Tenant
     ) -> dict[str, Connection]:
         self._guard()
         wanted = set(names)
         return {c.config_name: _copy(c) for c in self._live(tenant) if c.config_name in wanted}
 
-    async def list(
-        self, query: ConnectionQuery, *, tenant: Tenant = SINGLE_TENANT
-    ) -> ConnectionPage:
+    async def list(self, query: ConnectionQuery, *, tenant: Tenant) -> ConnectionPage:
         self._guard()
         matching = [c for c in self._live(tenant) if _matches(c, query)]
         matching.sort(key=lambda c: (c.created_at, c.id), reverse=query.descending)
@@ -101,9 +97,7 @@ class InMemoryConnectionRepository(ConnectionRepository):
         items = [_copy(c) for c in matching[start : start + limit]]
         return ConnectionPage(items=items, total=len(matching))
 
-    async def soft_delete(
-        self, connection_id: UUID, now: datetime, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool:
+    async def soft_delete(self, connection_id: UUID, now: datetime, *, tenant: Tenant) -> bool:
         self._guard()
         row = self._row(connection_id, tenant)
         if row is None or row.deleted_at is not None:
@@ -141,7 +135,7 @@ class InMemoryConnectionRepository(ConnectionRepository):
         return _copy(row.connection)
 
     async def assign_product(
-        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant = SINGLE_TENANT
+        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant
     ) -> Connection | None:
         self._guard()
         row = self._row(connection_id, tenant)

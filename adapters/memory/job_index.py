@@ -12,7 +12,7 @@ from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_leases import JobLeases, LeaseHold
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
@@ -46,9 +46,7 @@ class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
         self._check()
         return self._position
 
-    async def is_connection_in_use(
-        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool:
+    async def is_connection_in_use(self, config_name: str, *, tenant: Tenant) -> bool:
         self._check()
         return any(
             s.status in ("pending", "processing")

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from application.ports.schema_cache import SchemaCache, SchemaKey
 from domain.schema import Schema
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 class InMemorySchemaCache(SchemaCache):
@@ -49,7 +49,7 @@ class InMemorySchemaCache(SchemaCache):
                 self._entries.pop(next(iter(self._entries)))
         self._entries[key] = (now + self._ttl, schema)
 
-    async def drop(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> None:
+    async def drop(self, connection_id: UUID, *, tenant: Tenant) -> None:
         for key in [
             k for k in self._entries if k.connection_id == connection_id and k.tenant == tenant
         ]:

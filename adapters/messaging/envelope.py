@@ -265,6 +265,8 @@ class DeliveryProcessor:
         return settlement
 
     def _backoff(self, job_id: UUID) -> float:
+        # Not a retry library's loop: the broker redelivers, so the count is kept per job
+        # across deliveries and only the delay before each requeue is computed here.
         failures = self._failures.pop(job_id, 0) + 1
         self._failures[job_id] = failures
         while len(self._failures) > self._MAX_TRACKED:

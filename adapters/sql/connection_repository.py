@@ -38,7 +38,7 @@ from application.ports.connection_repository import (
 )
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, EntityConflict, EntityNotFound, Unavailable
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 __all__ = ["SqlaConnectionRepository"]
 
@@ -92,15 +92,13 @@ class SqlaConnectionRepository(ConnectionRepository):
             except sa_exc.IntegrityError as e:
                 raise EntityConflict("connection") from e
 
-    async def get(
-        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection | None:
+    async def get(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None:
         async with self._guard(), self._reads.connect() as conn:
             row = (await conn.execute(_live(tenant).where(_c.id == connection_id))).first()
         return _from_row(row._mapping) if row else None
 
     async def by_config_names(
-        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
+        self, names: Sequence[str], *, tenant: Tenant
     ) -> dict[str, Connection]:
         if not names:
             return {}
@@ -110,9 +108,7 @@ class SqlaConnectionRepository(ConnectionRepository):
         found = (_from_row(r._mapping) for r in rows)
         return {c.config_name: c for c in found}
 
-    async def list(
-        self, query: ConnectionQuery, *, tenant: Tenant = SINGLE_TENANT
-    ) -> ConnectionPage:
+    async def list(self, query: ConnectionQuery, *, tenant: Tenant) -> ConnectionPage:
         conditions = _filters(query, tenant, self._engine.dialect.name)
         order = (
             (_c.created_at.desc(), _c.id.desc())
@@ -132,9 +128,7 @@ class SqlaConnectionRepository(ConnectionRepository):
             rows = (await conn.execute(page)).all() if query.limit > 0 else []
         return ConnectionPage(items=[_from_row(r._mapping) for r in rows], total=total)
 
-    async def soft_delete(
-        self, connection_id: UUID, now: datetime, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool:
+    async def soft_delete(self, connection_id: UUID, now: datetime, *, tenant: Tenant) -> bool:
         """Marks the row deleted and erases its sealed credentials."""
         erased = {
             **_secret("password", None),
@@ -193,7 +187,7 @@ class SqlaConnectionRepository(ConnectionRepository):
         raise ConcurrencyConflict(f"connection {connection.id} was changed by someone else")
 
     async def assign_product(
-        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant = SINGLE_TENANT
+        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant
     ) -> Connection | None:
         """Gives an unowned live connection to ``product`` in one conditional update.
         Returns None when the connection is missing, deleted or already owned."""

@@ -38,7 +38,7 @@ from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 PROJECTION = "job_index"
 
@@ -212,9 +212,7 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
             raise Unavailable() from error
         return int(value or 0)
 
-    async def is_connection_in_use(
-        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool:
+    async def is_connection_in_use(self, config_name: str, *, tenant: Tenant) -> bool:
         query = (
             select(jobs.c.job_id)
             .join(job_datasources, job_datasources.c.job_id == jobs.c.job_id)

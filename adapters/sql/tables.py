@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateColumn
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_incrementing
 
 from adapters.common.postgres import PostgresAddress
 from adapters.sql.quiet_logs import hide_statement_values
@@ -195,15 +195,16 @@ async def create_tables(
     transaction. Processes starting together race on PostgreSQL's ``CREATE ... IF NOT EXISTS``
     and ``ALTER TABLE`` (a unique violation, a duplicate column, or "tuple concurrently
     updated", in its catalog); the loser retries."""
-    attempts = 5
-    for attempt in range(attempts):
-        try:
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception_type(
+            (sa_exc.IntegrityError, sa_exc.ProgrammingError, sa_exc.InternalError)
+        ),
+        stop=stop_after_attempt(5),
+        wait=wait_incrementing(start=0.1, increment=0.1),
+        reraise=True,
+    ):
+        with attempt:
             async with engine.begin() as conn:
                 await conn.run_sync(schema.create_all, tables=tables)
                 if upgrade is not None:
                     await conn.run_sync(upgrade)
-            return
-        except (sa_exc.IntegrityError, sa_exc.ProgrammingError, sa_exc.InternalError):
-            if attempt == attempts - 1:
-                raise
-            await asyncio.sleep(0.1 * (attempt + 1))

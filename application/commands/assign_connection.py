@@ -13,7 +13,7 @@ from application.ports.credential_cipher import CredentialCipher
 from domain import error_catalogue as catalogue
 from domain.connection import Connection
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,7 @@ class AssignConnection:
     cipher: CredentialCipher
     clock: Clock
 
-    async def __call__(
-        self, connection_id: UUID, product: str, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection:
+    async def __call__(self, connection_id: UUID, product: str, *, tenant: Tenant) -> Connection:
         assigned = await self.repository.assign_product(
             connection_id, product, self.clock.now(), tenant=tenant
         )

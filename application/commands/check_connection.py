@@ -16,7 +16,7 @@ from application.ports.datasource_reader import DatasourceReader
 from application.ports.rate_limiter import RateLimiter
 from domain import error_catalogue as catalogue
 from domain.errors import EntityNotFound, FetcherError
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class CheckConnection:
     limiter: RateLimiter
     timeout: float = TEST_TIMEOUT
 
-    async def __call__(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> CheckResult:
+    async def __call__(self, connection_id: UUID, *, tenant: Tenant) -> CheckResult:
         wait = await self.limiter.acquire(limiter_key(connection_id, tenant))
         if wait > 0:
             raise RateLimitExceeded(wait)

@@ -11,7 +11,7 @@ from application.ports.credential_cipher import CredentialCipher
 from application.ports.host_guard import HostGuard
 from domain.connection import Connection, DatabaseType, SslSettings
 from domain.connection_input import ConnectionInput, SslInput
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 ALL_TYPES = frozenset(DatabaseType)
 
@@ -43,9 +43,7 @@ class RegisterConnection:
     guard: HostGuard | None = None
     supported: Collection[DatabaseType] = ALL_TYPES
 
-    async def __call__(
-        self, product: str, data: ConnectionInput, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection:
+    async def __call__(self, product: str, data: ConnectionInput, *, tenant: Tenant) -> Connection:
         data.check_characters()
         data.check_metadata()
         data.check_sent_fields(creating=True)

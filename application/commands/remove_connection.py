@@ -11,7 +11,7 @@ from application.ports.connection_repository import ConnectionRepository
 from application.ports.job_index import JobIndex
 from application.ports.schema_cache import SchemaCache
 from domain.errors import EntityNotFound
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(slots=True)
@@ -25,7 +25,7 @@ class RemoveConnection:
     jobs: JobIndex
     cache: SchemaCache | None = None
 
-    async def __call__(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> None:
+    async def __call__(self, connection_id: UUID, *, tenant: Tenant) -> None:
         current = await self.repository.get(connection_id, tenant=tenant)
         if current is None:
             raise EntityNotFound("connection")

@@ -7,6 +7,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
+
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
@@ -15,7 +18,7 @@ from application.extraction_plan import ExtractionError, build_reads
 from application.log_context import bind_log_fields
 from application.ports.clock import Clock, IdGenerator
 from application.ports.datasource_reader import DatasourceReader
-from application.ports.job_event_store import JobEventStore
+from application.ports.job_repository import Jobs
 from application.ports.metrics import NO_METRICS, JobMetrics
 from application.ports.schema_cache import SchemaCache, SchemaKey
 from application.ports.tracer import NO_TRACER, Tracer
@@ -24,10 +27,10 @@ from domain import dedup
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_source
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
-from domain.job import Job, apply, fold, request_job
+from domain.job import Job, apply, request_job
 from domain.names import discovery_scope
 from domain.request import ExtractionRequest
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ class RequestJob:
     resolution among the tenant's own (a name only another tenant has is unknown, FET-1020),
     product ownership, the known-schema check and connectivity tests, then one append."""
 
-    store: JobEventStore
+    jobs: Jobs
     directory: ConnectionDirectory
     endpoints: EndpointFactory
     reader: DatasourceReader
@@ -89,8 +92,8 @@ class RequestJob:
         filters: Mapping[str, Any] | None,
         metadata: Mapping[str, Any] | None,
         *,
+        tenant: Tenant,
         request_id: str = "",
-        tenant: Tenant = SINGLE_TENANT,
     ) -> RequestJobResult:
         """``request_id`` (the HTTP request's) is recorded with a new job and travels with
         its work; it is not part of the request hash. ``tenant`` scopes everything: the
@@ -120,40 +123,37 @@ class RequestJob:
         await self._test_connections(connections)
         # The slot read above is taken as it is the first time: if another request took it
         # meanwhile, the append conflicts on the slot's next version and the slot is read again.
-        for attempt in range(3):
-            if attempt:
-                slot, existing = await self._slot(slot_id, tenant)
-                if existing is not None:
-                    self.metrics.job_requested(duplicate=True)
-                    return RequestJobResult(existing, created=False)
-            now = self.clock.now()
-            requested = request_job(
-                self.ids.new_id(),
-                request,
-                now,
-                tenant,
-                request_id=request_id,
-                trace_context=self.tracer.carrier(),
-            )
-            try:
-                await self.store.append([requested, dedup.take(slot, requested.originator_id, now)])
-            except ConcurrencyConflict:
-                continue
-            job = apply(requested, None)
-            self.metrics.job_requested(duplicate=False)
-            return RequestJobResult(job, created=True)
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(ConcurrencyConflict),
+            stop=stop_after_attempt(3),
+            retry_error_callback=lambda _: None,
+        ):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    slot, existing = await self._slot(slot_id, tenant)
+                    if existing is not None:
+                        self.metrics.job_requested(duplicate=True)
+                        return RequestJobResult(existing, created=False)
+                now = self.clock.now()
+                requested = request_job(
+                    self.ids.new_id(),
+                    request,
+                    now,
+                    tenant,
+                    request_id=request_id,
+                    trace_context=self.tracer.carrier(),
+                )
+                await self.jobs.append([requested, dedup.take(slot, requested.originator_id, now)])
+                self.metrics.job_requested(duplicate=False)
+                return RequestJobResult(apply(requested, None), created=True)
         raise ConcurrencyConflict("the request could not be recorded; please retry")
 
-    async def _job(self, job_id: Any, tenant: Tenant) -> Job | None:
-        job = fold(await self.store.job_events(job_id))
-        return job if job is not None and job.tenant == tenant else None
-
-    async def _slot(self, slot_id: Any, tenant: Tenant) -> tuple[dedup.RequestSlot, Job | None]:
+    async def _slot(self, slot_id: UUID, tenant: Tenant) -> tuple[dedup.RequestSlot, Job | None]:
         """The request slot, and the job holding it when that job blocks a duplicate."""
-        slot = dedup.fold_slot(slot_id, await self.store.slot_events(slot_id))
+        slot = await self.jobs.slot(slot_id)
         if slot.job_id is None:
             return slot, None
-        job = await self._job(slot.job_id, tenant)
+        job = await self.jobs.find(slot.job_id, tenant=tenant)
         if job is not None and job.blocks_duplicate(self.clock.now()):
             return slot, job
         return slot, None

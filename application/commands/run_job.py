@@ -21,9 +21,9 @@ from application.log_context import log_fields
 from application.outage import Outage
 from application.ports.clock import Clock
 from application.ports.datasource_reader import DatasourceReader
-from application.ports.job_event_store import JobEventStore
 from application.ports.job_leases import JobLeases
 from application.ports.job_progress import JobProgressStore
+from application.ports.job_repository import Jobs
 from application.ports.messaging import Settlement
 from application.ports.metrics import NO_METRICS, FailureReason, JobMetrics
 from application.ports.result_sealer import ResultSealer
@@ -33,11 +33,11 @@ from application.progress import PROGRESS_INTERVAL_SECONDS, ProgressReporter
 from application.result_writer import ResultProgress, WrittenResult, write_result
 from application.tasks import first_error
 from application.timed_upload import TimedUpload
-from domain import job as jobs
+from domain import job as job_rules
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
 from domain.job import Job, Phase, ResultRef
 from domain.redaction import redact
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class RunJob:
     """Runs one work order and says how to settle its delivery: ``ACK`` once the job has
     ended (or another worker owns it, or it is unknown), ``REQUEUE`` when its outcome could
     not be recorded. An order naming another tenant than the job's is dropped (``ACK``)
-    without a claim. Connections are resolved among the job's tenant's own.
+    without a claim, as an unknown job is. Connections are resolved among the job's tenant's own.
 
     A claim first takes the job's lease (``JobLeases``), then records ``JobClaimed``; a heartbeat
     renews the lease while the claim works. An order for a job whose lease another worker
@@ -109,7 +109,7 @@ class RunJob:
     INFO (rows, bytes, duration), its progress every ``progress_interval`` seconds. Its steps
     are spans of one ``job.run`` span, joined to the trace the work message carries."""
 
-    store: JobEventStore
+    jobs: Jobs
     directory: ConnectionDirectory
     endpoints: EndpointFactory
     reader: DatasourceReader
@@ -128,22 +128,17 @@ class RunJob:
         self,
         job_id: UUID,
         *,
-        tenant: Tenant = SINGLE_TENANT,
+        tenant: Tenant,
         request_id: str = "",
         trace_context: TraceCarrier | None = None,
     ) -> Settlement:
         """``tenant``, ``request_id`` and ``trace_context`` come with the work message; without
         the last two, those recorded with the job are used."""
         with log_fields(job_id=str(job_id), request_id=request_id):
-            job = jobs.fold(await self.store.job_events(job_id))
+            job = await self.jobs.find(job_id, tenant=tenant)
             if job is None:
-                log.warning("job.unknown")
-                return Settlement.ACK
-            if job.tenant != tenant:
-                log.warning(
-                    "job.tenant.mismatch",
-                    extra={"order_tenant": str(tenant), "job_tenant": str(job.tenant)},
-                )
+                # Unknown, or of another tenant than the order names: the same to this worker.
+                log.warning("job.unknown", extra={"order_tenant": str(tenant)})
                 return Settlement.ACK
             with (
                 log_fields(request_id=request_id or job.request_id),
@@ -219,6 +214,7 @@ class RunJob:
             now = self.clock.now()
             if await self.leases.take(job.id, 1, self.worker_id, now, now + self.limits.lease):
                 return await self._record_claim(job, 1, now, None)
+        # A watch, not a retry: it ends on the other worker's lease being renewed or ending.
         watched: datetime | None = None
         give_up = time.monotonic() + 2 * self.limits.lease.total_seconds()
         while not job.is_terminal:
@@ -238,7 +234,7 @@ class RunJob:
             ):
                 break
             await asyncio.sleep(self.limits.watch_interval)
-            job = jobs.fold(await self.store.job_events(job.id)) or job
+            job = await self.jobs.find(job.id, tenant=job.tenant) or job
         log.info("job.claim.lost", extra={"reason": "handled by another worker"})
         return None
 
@@ -246,13 +242,13 @@ class RunJob:
         self, job: Job, attempt: int, now: datetime, ended: datetime | None
     ) -> tuple[Job, int, datetime] | None:
         try:
-            claimed = jobs.claim(job, self.worker_id, now, self.limits.lease, lease_ends=ended)
-            await self.store.append([claimed])
+            claimed = job_rules.claim(job, self.worker_id, now, self.limits.lease, lease_ends=ended)
+            await self.jobs.append([claimed])
         except (InvalidTransition, ConcurrencyConflict):
             await self.leases.release(job.id, attempt, self.worker_id, now)
             log.info("job.claim.lost", extra={"reason": "handled by another worker"})
             return None
-        return jobs.apply(claimed, job), attempt, now
+        return job_rules.apply(claimed, job), attempt, now
 
     async def _discard_abandoned_upload(self, job: Job, *, quiet: bool = False) -> bool:
         """An earlier claim's worker may have died mid-upload: its incomplete upload is
@@ -275,6 +271,8 @@ class RunJob:
         """Tries the extraction again while the datasource is unavailable (``attempts``
         tries) and while the result storage is (for ``outage_window`` seconds from its first
         failure, however many tries that takes)."""
+        # Hand-written: two retry policies at once (a count for the datasource, a time window
+        # for the storage) and a sweep of the cut upload between tries.
         tries = 0
         outage: Outage | None = None
         unswept = False
@@ -380,9 +378,9 @@ class RunJob:
             row_count=written.row_count,
             hmac=written.hmac,
         )
-        stored = jobs.store_result(job, self.worker_id, ref, now)
-        after = jobs.apply(stored, job)
-        completed = jobs.complete(after, self.worker_id, now, max(elapsed_ms, 1))
+        stored = job_rules.store_result(job, self.worker_id, ref, now)
+        after = job_rules.apply(stored, job)
+        completed = job_rules.complete(after, self.worker_id, now, max(elapsed_ms, 1))
         outcome = {
             "rows": written.row_count,
             "bytes": written.size_bytes,
@@ -406,7 +404,7 @@ class RunJob:
         progress: ResultProgress,
     ) -> Settlement:
         seconds = time.monotonic() - started
-        failed = jobs.fail(job, message, self.clock.now(), self.worker_id)
+        failed = job_rules.fail(job, message, self.clock.now(), self.worker_id)
         outcome = {
             "error": message,
             "rows": progress.rows,
@@ -433,12 +431,14 @@ class RunJob:
         being unavailable for ``outage_window``; once recorded, logs it as ``outcome`` with
         ``fields`` and calls ``recorded`` (the metrics). Past the window the delivery is
         requeued, so a later delivery finds the job again (its claim's lease runs out)."""
+        # Hand-written: past the outage window it settles (REQUEUE) instead of raising, and
+        # the outage is logged once, as the extraction's, through ``Outage``.
         outage: Outage | None = None
         while True:
             try:
                 await keeper.confirm()
                 with self.tracer.span("job.record"):
-                    await self.store.append(events)
+                    await self.jobs.append(events)
             except (ConcurrencyConflict, LeaseLost):
                 log.warning("job.outcome.dropped", extra={"reason": "job changed under worker"})
                 return Settlement.ACK
@@ -459,6 +459,7 @@ class RunJob:
     async def _confirm(self, keeper: LeaseKeeper) -> None:
         """Confirms the lease before the result becomes visible, riding out the database
         being unavailable for ``outage_window`` (past it, ``Unavailable`` is raised)."""
+        # Hand-written like ``_append``: the same outage window and log lines (``Outage``).
         outage: Outage | None = None
         while True:
             try:

@@ -19,7 +19,7 @@ from domain import error_catalogue as catalogue
 from domain.connection import Connection, DatabaseType
 from domain.connection_input import ConnectionInput
 from domain.errors import EntityNotFound, InvalidRequest
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class UpdateConnection:
     supported: Collection[DatabaseType] = ALL_TYPES
 
     async def __call__(
-        self, connection_id: UUID, patch: ConnectionInput, *, tenant: Tenant = SINGLE_TENANT
+        self, connection_id: UUID, patch: ConnectionInput, *, tenant: Tenant
     ) -> Connection:
         if patch.is_empty:
             raise InvalidRequest(entry=catalogue.EMPTY_BODY)

@@ -12,11 +12,11 @@ from application.errors import MessageUnroutable, PublishFailed
 from application.log_context import log_fields
 from application.policies.messages import notification_body
 from application.policies.publish_attempts import PublishAttempts
-from application.ports.job_event_store import JobEventStore, LoggedEvent
+from application.ports.job_event_store import LoggedEvent
+from application.ports.job_repository import Jobs
 from application.ports.messaging import JobEventPublisher, JobNotification
 from application.ports.metrics import NO_METRICS, MessageKind, RelayMetrics
 from application.ports.tracer import NO_TRACER, Tracer
-from domain import job as jobs
 from domain.job import JobCompleted, JobEvent, JobFailed
 
 FOLLOWER_NAME = "emitter"
@@ -37,7 +37,7 @@ class EmitJobEvents:
     event in the log's order) when it saw them all from the first, else those the store
     holds."""
 
-    store: JobEventStore
+    jobs: Jobs
     publisher: JobEventPublisher
     tracer: Tracer = field(default=NO_TRACER)
     metrics: RelayMetrics = NO_METRICS
@@ -67,12 +67,6 @@ class EmitJobEvents:
             del self._seen[job_id]  # a gap: what it knows is not the whole history
         # else: an event seen before, when the log is read again after a failure
 
-    async def _history(self, event: JobEvent) -> list[JobEvent]:
-        seen = self._seen.get(event.originator_id)
-        if seen is not None and seen[-1].originator_version >= event.originator_version:
-            return seen[: event.originator_version]
-        return await self.store.job_events(event.originator_id)
-
     @staticmethod
     def interested(event: DomainEvent) -> bool:
         """Only terminal events are published."""
@@ -82,14 +76,7 @@ class EmitJobEvents:
         event = logged.event
         if not isinstance(event, JobCompleted | JobFailed):
             return
-        history = [
-            e
-            for e in await self._history(event)
-            if e.originator_version <= event.originator_version
-        ]
-        job = jobs.fold(history)
-        if job is None:
-            raise LookupError(f"job {event.originator_id} has no history")
+        job = await self.jobs.at_event(event, self._seen.get(event.originator_id, ()))
         with (
             log_fields(job_id=str(job.id), request_id=job.request_id),
             self.tracer.span(

@@ -132,6 +132,8 @@ class _Loop:
     async def run(self, stop: asyncio.Event) -> None:
         """A failure is logged once when it starts (later retries at DEBUG), and the recovery
         once when a round succeeds again."""
+        # Not a retry library's loop: it runs for the process's life, waits on wake-ups as well
+        # as after failures, and logs a failure and its recovery once each.
         backoff = self.poll_interval
         failing = False
         while not stop.is_set():

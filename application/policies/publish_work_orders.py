@@ -13,13 +13,15 @@ from application.log_context import log_fields
 from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
-from application.ports.job_event_store import JobEventStore, LoggedEvent
+from application.ports.job_event_store import LoggedEvent
+from application.ports.job_repository import Jobs
 from application.ports.messaging import WorkQueue
 from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
 from application.ports.tracer import NO_TRACER, Tracer
-from domain import job as jobs
+from domain import job as job_rules
 from domain.errors import ConcurrencyConflict, InvalidTransition
 from domain.job import Job, JobRequested
+from domain.tenant import Tenant
 
 FOLLOWER_NAME = "dispatcher"
 """The follower's tracked position is stored under this name: never change it."""
@@ -36,7 +38,7 @@ class PublishWorkOrders:
     The order carries the request's id and, in a ``job.dispatch`` span joined to the request's
     trace, the trace context the worker continues."""
 
-    store: JobEventStore
+    jobs: Jobs
     queue: WorkQueue
     clock: Clock
     deadline: timedelta = timedelta(minutes=10)
@@ -56,7 +58,7 @@ class PublishWorkOrders:
         event = logged.event
         if not isinstance(event, JobRequested):
             return
-        job = jobs.fold(await self.store.job_events(event.originator_id))
+        job = await self.jobs.find(event.originator_id, tenant=Tenant(event.tenant))
         if job is None or job.is_terminal or job.version > 1:
             return
         with log_fields(job_id=str(job.id), request_id=job.request_id):
@@ -91,7 +93,7 @@ class PublishWorkOrders:
             self._attempts.forget(job.id)
             log.warning("job.dispatch.failed", extra={"error": str(error)})
             try:
-                await self.store.append([jobs.fail(job, DISPATCH_FAILED, now)])
+                await self.jobs.append([job_rules.fail(job, DISPATCH_FAILED, now)])
             except (ConcurrencyConflict, InvalidTransition):
                 return
             self.metrics.job_failed(FailureReason.DISPATCH)

@@ -5,6 +5,10 @@
   claims it fails instead.
 - A pending job nobody claimed within ``pending_timeout`` fails.
 Both failures produce ``job.failed`` through the emitter like any other.
+
+One job that cannot be reaped now (its redispatch cannot be published during a broker
+outage, its failure cannot be recorded) is logged and left for the next round; the round
+goes on with the jobs after it.
 """
 
 from __future__ import annotations
@@ -19,21 +23,21 @@ from application.log_context import log_fields
 from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
-from application.ports.job_event_store import JobEventStore
-from application.ports.job_index import JobIndex
+from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_leases import JobLeases
+from application.ports.job_repository import Jobs
 from application.ports.messaging import WorkQueue
 from application.ports.metrics import NO_METRICS, FailureReason, MessageKind, Metrics
-from domain import job as jobs
-from domain.errors import ConcurrencyConflict, InvalidTransition
-from domain.job import Phase
+from domain import job as job_rules
+from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition
+from domain.job import Job, Phase
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class ReapJobs:
-    store: JobEventStore
+    jobs: Jobs
     index: JobIndex
     queue: WorkQueue
     clock: Clock
@@ -53,25 +57,38 @@ class ReapJobs:
     async def __call__(self) -> int:
         now = self.clock.now()
         self._forget_redispatches_before(now - self.redispatch_every)
-        acted = 0
+        acted = deferred = 0
         stalled = await self.index.stalled(now=now, pending_before=now - self.pending_timeout)
         self._forget_expiries_except({summary.job_id for summary in stalled})
         for summary in stalled:
-            job = jobs.fold(await self.store.job_events(summary.job_id))
-            if job is None or job.is_terminal:
-                continue
-            hold = None if self.leases is None else await self.leases.hold(job.id)
-            expired = lease_expired(job, hold, now)
-            if expired:
-                self._count_expiry(job)
-            try:
-                with log_fields(job_id=str(job.id), request_id=job.request_id):
-                    acted += await self._reap(job, now, expired)
-            except (ConcurrencyConflict, InvalidTransition):
-                continue
+            with log_fields(job_id=str(summary.job_id)):
+                try:
+                    acted += await self._look_at(summary, now)
+                except (ConcurrencyConflict, InvalidTransition):
+                    continue
+                except FetcherError as error:
+                    log.warning("job.reap.deferred", extra={"error": error.message})
+                    deferred += 1
+                except Exception:
+                    # A bug on one job must not keep every job after it from timing out.
+                    log.exception("job.reap.error")
+                    deferred += 1
+        if deferred:
+            log.warning("reaper.round.incomplete", extra={"deferred": deferred, "acted": acted})
         return acted
 
-    async def _reap(self, job: jobs.Job, now: datetime, expired: bool) -> int:
+    async def _look_at(self, summary: JobSummary, now: datetime) -> int:
+        job = await self.jobs.find(summary.job_id, tenant=summary.tenant)
+        if job is None or job.is_terminal:
+            return 0
+        hold = None if self.leases is None else await self.leases.hold(job.id)
+        expired = lease_expired(job, hold, now)
+        if expired:
+            self._count_expiry(job)
+        with log_fields(request_id=job.request_id):
+            return await self._reap(job, now, expired)
+
+    async def _reap(self, job: Job, now: datetime, expired: bool) -> int:
         if job.phase is Phase.REQUESTED:
             minutes = int(self.pending_timeout.total_seconds() // 60)
             message = f"job was not picked up within {minutes} minutes"
@@ -95,7 +112,7 @@ class ReapJobs:
         for job_id in [j for j, last in self._redispatched.items() if last <= moment]:
             del self._redispatched[job_id]
 
-    def _count_expiry(self, job: jobs.Job) -> None:
+    def _count_expiry(self, job: Job) -> None:
         """Counts an expired lease once, however many rounds find it."""
         if self._expiries_seen.get(job.id) != job.attempts:
             self._expiries_seen[job.id] = job.attempts
@@ -110,9 +127,7 @@ class ReapJobs:
         last = self._redispatched.get(job_id)
         return last is None or now - last >= self.redispatch_every
 
-    async def _fail(
-        self, job: jobs.Job, message: str, now: datetime, reason: FailureReason
-    ) -> None:
-        await self.store.append([jobs.fail(job, message, now)])
+    async def _fail(self, job: Job, message: str, now: datetime, reason: FailureReason) -> None:
+        await self.jobs.append([job_rules.fail(job, message, now)])
         self.metrics.job_failed(reason)
         log.info("job.reaped", extra={"error": message})

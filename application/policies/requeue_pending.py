@@ -7,10 +7,9 @@ from datetime import timedelta
 
 from application.policies.messages import work_order
 from application.ports.clock import Clock
-from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
+from application.ports.job_repository import Jobs
 from application.ports.messaging import WorkQueue
-from domain import job as jobs
 
 
 @dataclass(slots=True)
@@ -18,7 +17,7 @@ class RequeuePending:
     """Run once at start-up of the embedded default, whose in-process queue lost what it held
     when the process stopped. A job dispatched twice is harmless: only one claim succeeds."""
 
-    store: JobEventStore
+    jobs: Jobs
     index: JobIndex
     queue: WorkQueue
     clock: Clock
@@ -31,7 +30,7 @@ class RequeuePending:
         ):
             if summary.status != "pending":
                 continue
-            job = jobs.fold(await self.store.job_events(summary.job_id))
+            job = await self.jobs.find(summary.job_id, tenant=summary.tenant)
             if job is None or job.is_terminal:
                 continue
             await self.queue.publish(work_order(job))

@@ -7,7 +7,7 @@ from typing import Protocol
 from uuid import UUID
 
 from domain.connection import Connection
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,27 +60,21 @@ class ConnectionRepository(Protocol):
 
     async def add(self, connection: Connection) -> None: ...
 
-    async def get(
-        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Connection | None: ...
+    async def get(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None: ...
 
     async def by_config_names(
-        self, names: Sequence[str], *, tenant: Tenant = SINGLE_TENANT
+        self, names: Sequence[str], *, tenant: Tenant
     ) -> dict[str, Connection]: ...
 
-    async def list(
-        self, query: ConnectionQuery, *, tenant: Tenant = SINGLE_TENANT
-    ) -> ConnectionPage: ...
+    async def list(self, query: ConnectionQuery, *, tenant: Tenant) -> ConnectionPage: ...
 
     async def update(self, connection: Connection) -> Connection: ...
 
     async def assign_product(
-        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant = SINGLE_TENANT
+        self, connection_id: UUID, product: str, now: datetime, *, tenant: Tenant
     ) -> Connection | None: ...
 
-    async def soft_delete(
-        self, connection_id: UUID, now: datetime, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool:
+    async def soft_delete(self, connection_id: UUID, now: datetime, *, tenant: Tenant) -> bool:
         """Returns False when the tenant had no live connection with that id."""
         ...
 

@@ -7,7 +7,7 @@ from typing import Protocol
 from uuid import UUID
 
 from application.ports.job_event_store import LoggedEvent
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +19,7 @@ class JobSummary:
     created_at: datetime
     lease_until: datetime | None
     attempts: int
-    tenant: Tenant = SINGLE_TENANT
+    tenant: Tenant
 
 
 class JobIndex(Protocol):
@@ -45,9 +45,7 @@ class JobIndex(Protocol):
 
     async def position(self) -> int: ...
 
-    async def is_connection_in_use(
-        self, config_name: str, *, tenant: Tenant = SINGLE_TENANT
-    ) -> bool: ...
+    async def is_connection_in_use(self, config_name: str, *, tenant: Tenant) -> bool: ...
 
     async def stalled(
         self, *, now: datetime, pending_before: datetime, limit: int = 100

@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Protocol
 from uuid import UUID
 
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,7 @@ class WorkOrder:
     """The ``X-Request-Id`` header: the id of the HTTP request that asked for the job."""
     trace_context: dict[str, str] = field(default_factory=dict)
     """The W3C trace headers (``traceparent``, ``tracestate``) the message carries."""
-    tenant: Tenant = SINGLE_TENANT
+    tenant: Tenant = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ class JobNotification:
     time: datetime
     request_id: str = ""
     trace_context: dict[str, str] = field(default_factory=dict)
-    tenant: Tenant = SINGLE_TENANT
+    tenant: Tenant = field(kw_only=True)
 
 
 class WorkQueue(Protocol):

@@ -5,7 +5,7 @@ from typing import Protocol
 from uuid import UUID
 
 from domain.schema import Schema
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,7 +16,7 @@ class SchemaKey:
     connection_id: UUID
     version: int
     scope: tuple[str, ...]
-    tenant: Tenant = SINGLE_TENANT
+    tenant: Tenant
 
 
 class SchemaCache(Protocol):
@@ -37,4 +37,4 @@ class SchemaCache(Protocol):
 
     async def put(self, key: SchemaKey, schema: Schema) -> None: ...
 
-    async def drop(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> None: ...
+    async def drop(self, connection_id: UUID, *, tenant: Tenant) -> None: ...

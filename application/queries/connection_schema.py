@@ -19,7 +19,7 @@ from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection
 from domain.errors import EntityNotFound
 from domain.schema import Column
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +51,7 @@ class GetConnectionSchema:
     endpoints: EndpointFactory
     reader: DatasourceReader
 
-    async def __call__(
-        self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT
-    ) -> ConnectionSchema:
+    async def __call__(self, connection_id: UUID, *, tenant: Tenant) -> ConnectionSchema:
         connection = await self.directory.by_id(connection_id, tenant=tenant)
         if connection is None:
             raise EntityNotFound("connection")

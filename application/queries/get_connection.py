@@ -8,7 +8,7 @@ from uuid import UUID
 from application.connection_directory import ConnectionDirectory
 from domain.connection import Connection
 from domain.errors import EntityNotFound
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(slots=True)
@@ -18,7 +18,7 @@ class GetConnection:
 
     directory: ConnectionDirectory
 
-    async def __call__(self, connection_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> Connection:
+    async def __call__(self, connection_id: UUID, *, tenant: Tenant) -> Connection:
         found = await self.directory.by_id(connection_id, tenant=tenant)
         if found is None:
             raise EntityNotFound("connection")

@@ -9,12 +9,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from application.ports.job_event_store import JobEventStore
 from application.ports.job_progress import JobProgress, JobProgressStore
-from domain import job as jobs
-from domain.errors import EntityNotFound, Unavailable
+from application.ports.job_repository import Jobs
+from domain.errors import Unavailable
 from domain.job import Job, JobEvent, JobRequested
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +43,6 @@ class JobReading:
     """Rows and bytes so far, while the job is processing and its worker has reported."""
 
 
-async def tenant_job_events(
-    store: JobEventStore, job_id: UUID, tenant: Tenant
-) -> tuple[Job, list[JobEvent]]:
-    """A job of ``tenant`` and its events; 404 FET-1001 when there is none, or the job is of
-    another tenant (ids tell nothing about other tenants' jobs)."""
-    events = await store.job_events(job_id)
-    job = jobs.fold(events)
-    if job is None or job.tenant != tenant:
-        raise EntityNotFound("job")
-    return job, events
-
-
 def _facts(event: JobEvent) -> dict[str, Any]:
     facts = {
         f.name: getattr(event, f.name) for f in dataclasses.fields(event) if f.name not in _ENVELOPE
@@ -69,29 +56,18 @@ def _facts(event: JobEvent) -> dict[str, Any]:
 class GetJob:
     """A job of ``tenant``, rebuilt from its events; 404 FET-1001 otherwise."""
 
-    store: JobEventStore
+    jobs: Jobs
     progress: JobProgressStore | None = None
 
-    async def __call__(self, job_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> Job:
-        job, _ = await tenant_job_events(self.store, job_id, tenant)
-        return job
+    async def __call__(self, job_id: UUID, *, tenant: Tenant) -> Job:
+        return await self.jobs.get(job_id, tenant=tenant)
 
-    async def as_of(
-        self, job_id: UUID, as_of: int | datetime, *, tenant: Tenant = SINGLE_TENANT
-    ) -> Job:
+    async def as_of(self, job_id: UUID, as_of: int | datetime, *, tenant: Tenant) -> Job:
         """The job of ``tenant`` as it was at a version, or at a time, rebuilt from the events
         up to it; 404 FET-1001 when it did not exist yet."""
-        _, events = await tenant_job_events(self.store, job_id, tenant)
-        if isinstance(as_of, datetime):
-            kept = [e for e in events if e.timestamp <= as_of]
-        else:
-            kept = [e for e in events if e.originator_version <= as_of]
-        job = jobs.fold(kept)
-        if job is None:
-            raise EntityNotFound("job")
-        return job
+        return await self.jobs.as_of(job_id, as_of, tenant=tenant)
 
-    async def with_progress(self, job_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> JobReading:
+    async def with_progress(self, job_id: UUID, *, tenant: Tenant) -> JobReading:
         """The job of ``tenant``, and while it is being extracted, the latest progress its
         current claim reported (never an earlier claim's). Progress that cannot be read is
         left out."""
@@ -112,10 +88,10 @@ class GetJob:
 class GetJobHistory:
     """The events of a job of ``tenant``, in order; 404 FET-1001 otherwise."""
 
-    store: JobEventStore
+    jobs: Jobs
 
-    async def __call__(self, job_id: UUID, *, tenant: Tenant = SINGLE_TENANT) -> list[HistoryEntry]:
-        _, events = await tenant_job_events(self.store, job_id, tenant)
+    async def __call__(self, job_id: UUID, *, tenant: Tenant) -> list[HistoryEntry]:
+        events = (await self.jobs.history(job_id, tenant=tenant)).events
         return [
             HistoryEntry(
                 type=event_type_name(event),

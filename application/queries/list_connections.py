@@ -12,7 +12,7 @@ from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionQuery
 from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +93,7 @@ class ListConnections:
     clock: Clock
     max_months: int = 1
 
-    async def __call__(
-        self, wanted: ListFilter, *, tenant: Tenant = SINGLE_TENANT
-    ) -> ConnectionPage:
+    async def __call__(self, wanted: ListFilter, *, tenant: Tenant) -> ConnectionPage:
         page = await self.directory.repository.list(
             stored_query(wanted, self.clock, self.max_months), tenant=tenant
         )

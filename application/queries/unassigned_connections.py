@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionPage, ConnectionRepository
 from application.queries.list_connections import ListFilter, stored_query
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 
 @dataclass(slots=True)
@@ -19,9 +19,7 @@ class ListUnassignedConnections:
     clock: Clock
     max_months: int = 1
 
-    async def __call__(
-        self, wanted: ListFilter, *, tenant: Tenant = SINGLE_TENANT
-    ) -> ConnectionPage:
+    async def __call__(self, wanted: ListFilter, *, tenant: Tenant) -> ConnectionPage:
         return await self.repository.list(
             stored_query(wanted, self.clock, self.max_months, unassigned=True), tenant=tenant
         )

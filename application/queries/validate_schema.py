@@ -20,7 +20,7 @@ from domain.errors import FetcherError, InvalidRequest, MissingFields
 from domain.names import discovery_scope, normalise_field, normalise_table
 from domain.request import WILDCARD
 from domain.schema import Schema, Table
-from domain.tenant import SINGLE_TENANT, Tenant
+from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +134,7 @@ class ValidateSchema:
     reader: DatasourceReader
     cache: SchemaCache | None = None
 
-    async def __call__(
-        self, mapped: MappedFields | None, *, tenant: Tenant = SINGLE_TENANT
-    ) -> list[SchemaIssue]:
+    async def __call__(self, mapped: MappedFields | None, *, tenant: Tenant) -> list[SchemaIssue]:
         mapped = check_request(mapped)
         names = sorted(mapped)
         connections = await self.directory.resolve(names, tenant=tenant)

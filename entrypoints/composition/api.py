@@ -17,6 +17,7 @@ from application.commands.update_connection import UpdateConnection
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
 from application.fresh_job_index import FreshJobIndex
+from application.job_repository import EventSourcedJobs
 from application.ports.clock import Clock, IdGenerator
 from application.ports.credential_cipher import CredentialCipher
 from application.ports.datasource_reader import DatasourceReader
@@ -70,9 +71,10 @@ def api_role(
         visible_to=infra.directory.visible_to,
     )
     store = infra.events.store
+    jobs = EventSourcedJobs(store)
     return ApiServices(
         request_job=RequestJob(
-            store,
+            jobs,
             directory,
             infra.endpoints,
             infra.reader,
@@ -83,8 +85,8 @@ def api_role(
             metrics=infra.metrics,
             recent_checks=RecentChecks(options.check_cache_seconds, clock),
         ),
-        get_job=GetJob(store, progress=infra.progress),
-        get_job_history=GetJobHistory(store),
+        get_job=GetJob(jobs, progress=infra.progress),
+        get_job_history=GetJobHistory(jobs),
         connections=connection_services(
             directory=directory,
             endpoints=infra.endpoints,

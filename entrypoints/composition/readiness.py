@@ -13,17 +13,19 @@ says once when it is reachable, and reports not ready meanwhile (``starting_read
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from tenacity import AsyncRetrying, retry_if_result, wait_exponential
 
 from adapters.common.postgres import reach
 from adapters.messaging.rabbitmq_probe import reach_broker
 from adapters.messaging.unroutable import UnroutableMessages
 from adapters.metrics.prometheus import PrometheusMetrics
 from application.readiness import CHECK_TIMEOUT_SECONDS, Check, Dependency, Readiness, sanitize
+from application.retrying import sleep_unless
 from entrypoints.composition.infrastructure import reach_result_storage
 from entrypoints.roles import FOLLOWERS, Probes, Role
 from entrypoints.settings import Settings
@@ -128,14 +130,18 @@ class DependencyWaiter:
         """Returns ``True`` once every dependency answered, ``False`` if ``stop`` was set
         first."""
         for each in self.needed:
-            delay = self._first_retry
-            while not await self._try(each):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
-                if stop.is_set():
-                    return False
-                delay = min(delay * 2, self._max_retry)
+            retrying = AsyncRetrying(
+                retry=retry_if_result(lambda reached: reached is False),
+                wait=wait_exponential(multiplier=self._first_retry, max=self._max_retry),
+                sleep=sleep_unless(stop),
+            )
+            if not await retrying(self._try_unless, each, stop):
+                return False
         return not stop.is_set()
+
+    async def _try_unless(self, needed: Needed, stop: asyncio.Event) -> bool | None:
+        """Whether ``needed`` answered; None (no more tries) once ``stop`` is set."""
+        return None if stop.is_set() else await self._try(needed)
 
     async def _try(self, needed: Needed) -> bool:
         dependency = needed.dependency

@@ -9,6 +9,7 @@ from adapters.messaging.local import InProcessWorkQueue
 from application.audit import checkpointer
 from application.audit.checkpointer import RecordCheckpoints
 from application.fresh_job_index import FreshJobIndex
+from application.job_repository import EventSourcedJobs
 from application.policies import emit_events, publish_work_orders
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import (
@@ -107,13 +108,14 @@ def build_relay(
     loses what it holds when the process stops, so pending jobs are queued again at start.
     ``watch``: the followers also wake when it tells that the log grew."""
     reads = SharedLogReads(store)
-    emit = EmitJobEvents(store, publisher, tracer=tracer, metrics=metrics)
+    jobs = EventSourcedJobs(store)
+    emit = EmitJobEvents(jobs, publisher, tracer=tracer, metrics=metrics)
     relay = Relay(
         dispatcher=LogFollower(
             name=publish_work_orders.FOLLOWER_NAME,
             store=store,
             handle=PublishWorkOrders(
-                store,
+                jobs,
                 queue,
                 clock,
                 deadline=timedelta(seconds=settings.engine.dispatch_timeout_seconds),
@@ -150,7 +152,7 @@ def build_relay(
             name="reaper",
             poll_interval=REAPER_POLL_SECONDS,
             action=ReapJobs(
-                store,
+                jobs,
                 job_index,
                 queue,
                 clock,
@@ -160,7 +162,7 @@ def build_relay(
             ),
         ),
         requeue_on_start=(
-            RequeuePending(store, FreshJobIndex(job_index, store), queue, clock)
+            RequeuePending(jobs, FreshJobIndex(job_index, store), queue, clock)
             if queue_is_volatile
             else None
         ),

@@ -15,6 +15,7 @@ from application.cached_connections import CachingConnectionRepository
 from application.cached_discovery import SchemaCachingReader
 from application.commands.run_job import RunJob, RunLimits
 from application.connection_directory import ConnectionDirectory
+from application.job_repository import EventSourcedJobs
 from application.ports.messaging import Settlement, WorkConsumer, WorkHandler, WorkOrder
 from application.running_jobs import RunningJobs
 from entrypoints.composition.infrastructure import Infrastructure, open_rabbit_consumer
@@ -57,7 +58,7 @@ async def open_worker(
     if options.worker_schema_ttl_seconds > 0:
         reader = SchemaCachingReader(reader, InMemorySchemaCache(options.worker_schema_ttl_seconds))
     run_job = RunJob(
-        store=infra.events.store,
+        jobs=EventSourcedJobs(infra.events.store),
         directory=directory,
         endpoints=infra.endpoints,
         reader=reader,

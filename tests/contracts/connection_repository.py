@@ -18,7 +18,7 @@ import pytest
 from application.ports.connection_repository import ConnectionQuery, ConnectionRepository
 from domain.connection import Connection, DatabaseType, SealedSecret, SslSettings
 from domain.errors import ConcurrencyConflict, Conflict, EntityNotFound
-from domain.tenant import Tenant
+from domain.tenant import SINGLE_TENANT, Tenant
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 FET_1002_MESSAGE = (
@@ -72,22 +72,22 @@ class ConnectionRepositoryContract:
         connection = _connection()
         await repo.add(connection)
 
-        assert await repo.get(connection.id) == connection
-        assert await repo.get(uuid4()) is None
+        assert await repo.get(connection.id, tenant=SINGLE_TENANT) == connection
+        assert await repo.get(uuid4(), tenant=SINGLE_TENANT) is None
 
     async def test_minimal_connection_round_trips(self, repo: Repository) -> None:
         connection = replace(
             _connection(product=""), password=None, schema=None, ssl=None, metadata={}
         )
         await repo.add(connection)
-        assert await repo.get(connection.id) == connection
+        assert await repo.get(connection.id, tenant=SINGLE_TENANT) == connection
 
     async def test_datetimes_come_back_as_utc(self, repo: Repository) -> None:
         plus_two = timezone(timedelta(hours=2))
         connection = _connection(created=datetime(2025, 6, 1, 12, 0, tzinfo=plus_two))
         await repo.add(connection)
 
-        stored = await repo.get(connection.id)
+        stored = await repo.get(connection.id, tenant=SINGLE_TENANT)
         assert stored is not None and stored.created_at is not None
         assert stored.created_at.utcoffset() == timedelta(0)
         assert stored.created_at == datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
@@ -105,20 +105,20 @@ class ConnectionRepositoryContract:
     async def test_config_name_is_free_again_after_soft_delete(self, repo: Repository) -> None:
         first = _connection("billing")
         await repo.add(first)
-        assert await repo.soft_delete(first.id, T0 + timedelta(hours=1))
+        assert await repo.soft_delete(first.id, T0 + timedelta(hours=1), tenant=SINGLE_TENANT)
 
         second = _connection("billing")
         await repo.add(second)
-        assert await repo.get(first.id) is None
-        assert await repo.by_config_names(["billing"]) == {"billing": second}
+        assert await repo.get(first.id, tenant=SINGLE_TENANT) is None
+        assert await repo.by_config_names(["billing"], tenant=SINGLE_TENANT) == {"billing": second}
 
     async def test_soft_delete_twice_returns_false_the_second_time(self, repo: Repository) -> None:
         connection = _connection()
         await repo.add(connection)
 
-        assert await repo.soft_delete(connection.id, T0) is True
-        assert await repo.soft_delete(connection.id, T0) is False
-        assert await repo.soft_delete(uuid4(), T0) is False
+        assert await repo.soft_delete(connection.id, T0, tenant=SINGLE_TENANT) is True
+        assert await repo.soft_delete(connection.id, T0, tenant=SINGLE_TENANT) is False
+        assert await repo.soft_delete(uuid4(), T0, tenant=SINGLE_TENANT) is False
 
     async def test_soft_delete_erases_the_sealed_credentials(
         self, repo: Repository, secrets_at_rest: SecretsAtRest
@@ -134,36 +134,40 @@ class ConnectionRepositoryContract:
         before = await secrets_at_rest(connection.id)
         assert set(before) == set(SECRET_NAMES) and None not in before.values()
 
-        assert await repo.soft_delete(connection.id, T0 + timedelta(hours=1))
+        assert await repo.soft_delete(connection.id, T0 + timedelta(hours=1), tenant=SINGLE_TENANT)
 
         assert await secrets_at_rest(connection.id) == dict.fromkeys(SECRET_NAMES)
-        assert await repo.get(kept.id) == kept
+        assert await repo.get(kept.id, tenant=SINGLE_TENANT) == kept
 
     async def test_by_config_names_ignores_deleted_and_unknown(self, repo: Repository) -> None:
         kept, gone = _connection("kept"), _connection("gone")
         await repo.add(kept)
         await repo.add(gone)
-        await repo.soft_delete(gone.id, T0)
+        await repo.soft_delete(gone.id, T0, tenant=SINGLE_TENANT)
 
-        assert await repo.by_config_names(["kept", "gone", "unknown"]) == {"kept": kept}
-        assert await repo.by_config_names([]) == {}
+        assert await repo.by_config_names(["kept", "gone", "unknown"], tenant=SINGLE_TENANT) == {
+            "kept": kept
+        }
+        assert await repo.by_config_names([], tenant=SINGLE_TENANT) == {}
 
     async def test_list_pages_in_creation_order_with_total(self, repo: Repository) -> None:
         created = [_connection(f"c{i}", created=T0 + timedelta(minutes=i)) for i in range(5)]
         for c in reversed(created):
             await repo.add(c)
 
-        newest_first = await repo.list(ConnectionQuery(page=1, limit=2))
+        newest_first = await repo.list(ConnectionQuery(page=1, limit=2), tenant=SINGLE_TENANT)
         assert [c.config_name for c in newest_first.items] == ["c4", "c3"]
         assert newest_first.total == 5
 
-        last_page = await repo.list(ConnectionQuery(page=3, limit=2))
+        last_page = await repo.list(ConnectionQuery(page=3, limit=2), tenant=SINGLE_TENANT)
         assert [c.config_name for c in last_page.items] == ["c0"]
 
-        oldest_first = await repo.list(ConnectionQuery(page=2, limit=2, descending=False))
+        oldest_first = await repo.list(
+            ConnectionQuery(page=2, limit=2, descending=False), tenant=SINGLE_TENANT
+        )
         assert [c.config_name for c in oldest_first.items] == ["c2", "c3"]
 
-        beyond = await repo.list(ConnectionQuery(page=9, limit=2))
+        beyond = await repo.list(ConnectionQuery(page=9, limit=2), tenant=SINGLE_TENANT)
         assert (beyond.items, beyond.total) == ([], 5)
 
     async def test_list_breaks_creation_time_ties_by_id(self, repo: Repository) -> None:
@@ -171,8 +175,10 @@ class ConnectionRepositoryContract:
         for c in same_time:
             await repo.add(c)
 
-        ascending = await repo.list(ConnectionQuery(limit=10, descending=False))
-        descending = await repo.list(ConnectionQuery(limit=10))
+        ascending = await repo.list(
+            ConnectionQuery(limit=10, descending=False), tenant=SINGLE_TENANT
+        )
+        descending = await repo.list(ConnectionQuery(limit=10), tenant=SINGLE_TENANT)
         assert [c.id for c in ascending.items] == sorted(c.id for c in same_time)
         assert [c.id for c in descending.items] == sorted((c.id for c in same_time), reverse=True)
 
@@ -184,13 +190,15 @@ class ConnectionRepositoryContract:
         await repo.add(_connection("c", product="p2", created=T0 + timedelta(days=2)))
         deleted = _connection("d", product="p1", created=T0 + timedelta(days=1))
         await repo.add(deleted)
-        await repo.soft_delete(deleted.id, T0)
+        await repo.soft_delete(deleted.id, T0, tenant=SINGLE_TENANT)
 
-        by_product = await repo.list(ConnectionQuery(product_name="p1", limit=10))
+        by_product = await repo.list(
+            ConnectionQuery(product_name="p1", limit=10), tenant=SINGLE_TENANT
+        )
         assert [c.config_name for c in by_product.items] == ["b", "a"]
         assert by_product.total == 2
 
-        by_type = await repo.list(ConnectionQuery(type="mysql", limit=10))
+        by_type = await repo.list(ConnectionQuery(type="mysql", limit=10), tenant=SINGLE_TENANT)
         assert [c.config_name for c in by_type.items] == ["b"]
 
         window = await repo.list(
@@ -199,7 +207,8 @@ class ConnectionRepositoryContract:
                 created_to=T0 + timedelta(days=2),
                 limit=1,
                 descending=False,
-            )
+            ),
+            tenant=SINGLE_TENANT,
         )
         assert [c.config_name for c in window.items] == ["b"]
         assert window.total == 2
@@ -209,12 +218,15 @@ class ConnectionRepositoryContract:
         await repo.add(unowned)
 
         results = await asyncio.gather(
-            *(repo.assign_product(unowned.id, f"product-{i}", T0) for i in range(10))
+            *(
+                repo.assign_product(unowned.id, f"product-{i}", T0, tenant=SINGLE_TENANT)
+                for i in range(10)
+            )
         )
 
         winners = [r for r in results if r is not None]
         assert len(winners) == 1
-        stored = await repo.get(unowned.id)
+        stored = await repo.get(unowned.id, tenant=SINGLE_TENANT)
         assert stored == winners[0]
         assert stored.product_name.startswith("product-")
         assert stored.version == unowned.version + 1
@@ -223,12 +235,12 @@ class ConnectionRepositoryContract:
         owned, deleted = _connection("owned"), _connection("deleted", product="")
         await repo.add(owned)
         await repo.add(deleted)
-        await repo.soft_delete(deleted.id, T0)
+        await repo.soft_delete(deleted.id, T0, tenant=SINGLE_TENANT)
 
-        assert await repo.assign_product(owned.id, "thief", T0) is None
-        assert await repo.assign_product(deleted.id, "late", T0) is None
-        assert await repo.assign_product(uuid4(), "nobody", T0) is None
-        assert await repo.get(owned.id) == owned
+        assert await repo.assign_product(owned.id, "thief", T0, tenant=SINGLE_TENANT) is None
+        assert await repo.assign_product(deleted.id, "late", T0, tenant=SINGLE_TENANT) is None
+        assert await repo.assign_product(uuid4(), "nobody", T0, tenant=SINGLE_TENANT) is None
+        assert await repo.get(owned.id, tenant=SINGLE_TENANT) == owned
 
     async def test_update_writes_the_next_version(self, repo: Repository) -> None:
         connection = _connection()
@@ -239,7 +251,7 @@ class ConnectionRepositoryContract:
         )
 
         assert await repo.update(changed) == changed
-        assert await repo.get(connection.id) == changed
+        assert await repo.get(connection.id, tenant=SINGLE_TENANT) == changed
 
     async def test_update_of_a_stale_version_conflicts(self, repo: Repository) -> None:
         connection = _connection()
@@ -248,7 +260,7 @@ class ConnectionRepositoryContract:
 
         with pytest.raises(ConcurrencyConflict):
             await repo.update(replace(connection, host="second", version=2))
-        stored = await repo.get(connection.id)
+        stored = await repo.get(connection.id, tenant=SINGLE_TENANT)
         assert stored is not None and stored.host == "first"
 
     async def test_update_to_a_taken_name_or_of_a_missing_connection_fails(
@@ -279,9 +291,9 @@ class ConnectionRepositoryContract:
 
         assert await repo.get(in_a.id, tenant=TENANT_A) == in_a
         assert await repo.get(in_b.id, tenant=TENANT_B) == in_b
-        assert await repo.get(single.id) == single
+        assert await repo.get(single.id, tenant=SINGLE_TENANT) == single
         assert await repo.get(in_b.id, tenant=TENANT_A) is None
-        assert await repo.get(in_b.id) is None
+        assert await repo.get(in_b.id, tenant=SINGLE_TENANT) is None
         assert await repo.get(single.id, tenant=TENANT_A) is None
         assert await repo.by_config_names(["billing", "other"], tenant=TENANT_A) == {
             "billing": in_a
@@ -290,19 +302,21 @@ class ConnectionRepositoryContract:
             "billing": in_b,
             "other": other_b,
         }
-        assert await repo.by_config_names(["billing", "other"]) == {"billing": single}
+        assert await repo.by_config_names(["billing", "other"], tenant=SINGLE_TENANT) == {
+            "billing": single
+        }
         listed = await repo.list(ConnectionQuery(limit=10), tenant=TENANT_B)
         assert ([c.id for c in listed.items], listed.total) == ([in_b.id, other_b.id], 2)
         unassigned = await repo.list(ConnectionQuery(limit=10, unassigned=True), tenant=TENANT_A)
         assert (unassigned.items, unassigned.total) == ([], 0)
-        assert (await repo.list(ConnectionQuery(limit=10))).total == 1
+        assert (await repo.list(ConnectionQuery(limit=10), tenant=SINGLE_TENANT)).total == 1
 
     async def test_writes_never_reach_another_tenants_connection(self, repo: Repository) -> None:
         theirs = replace(_connection("billing", product=""), tenant=TENANT_B)
         await repo.add(theirs)
 
         assert await repo.assign_product(theirs.id, "thief", T0, tenant=TENANT_A) is None
-        assert await repo.assign_product(theirs.id, "thief", T0) is None
+        assert await repo.assign_product(theirs.id, "thief", T0, tenant=SINGLE_TENANT) is None
         assert await repo.soft_delete(theirs.id, T0, tenant=TENANT_A) is False
         with pytest.raises(EntityNotFound):
             await repo.update(replace(theirs, tenant=TENANT_A, host="moved", version=2))

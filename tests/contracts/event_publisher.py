@@ -17,6 +17,7 @@ import pytest
 
 from application.errors import PublishFailed
 from application.ports.messaging import JobEventPublisher, JobNotification
+from domain.tenant import SINGLE_TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ def notification(status: str = "completed") -> JobNotification:
         body=body.encode(),
         time=datetime(2026, 7, 13, 13, 0, 0, 250000, tzinfo=UTC),
         request_id="req-9",
+        tenant=SINGLE_TENANT,
     )
 
 

@@ -25,6 +25,7 @@ from domain.job import (
     request_job,
 )
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
 
@@ -38,7 +39,7 @@ def _request() -> ExtractionRequest:
 
 
 def _requested(job_id: UUID | None = None, at: datetime = T0) -> JobRequested:
-    return request_job(job_id or uuid4(), _request(), at)
+    return request_job(job_id or uuid4(), _request(), at, tenant=SINGLE_TENANT)
 
 
 def _full_history(job_id: UUID) -> list[JobEvent]:
@@ -109,7 +110,7 @@ class JobEventStoreContract:
         assert restored.timestamp.tzinfo is not None
 
     async def test_slot_events_round_trip_in_version_order(self, store: JobEventStore) -> None:
-        slot, first, second = slot_id("hash-1"), uuid4(), uuid4()
+        slot, first, second = slot_id("hash-1", tenant=SINGLE_TENANT), uuid4(), uuid4()
         await store.append([_requested(first), _slot_taken(slot, 1, first)])
         await store.append([_requested(second), _slot_taken(slot, 2, second)])
 
@@ -117,7 +118,7 @@ class JobEventStoreContract:
             _slot_taken(slot, 1, first),
             _slot_taken(slot, 2, second),
         ]
-        assert await store.slot_events(slot_id("other")) == []
+        assert await store.slot_events(slot_id("other", tenant=SINGLE_TENANT)) == []
         assert await store.job_events(uuid4()) == []
 
     async def test_append_returns_notification_id_of_last_event(self, store: JobEventStore) -> None:
@@ -127,7 +128,7 @@ class JobEventStoreContract:
         assert len(log) == 4
 
     async def test_append_of_two_aggregates_is_all_or_nothing(self, store: JobEventStore) -> None:
-        slot, winner, loser = slot_id("same-request"), uuid4(), uuid4()
+        slot, winner, loser = slot_id("same-request", tenant=SINGLE_TENANT), uuid4(), uuid4()
         await store.append([_requested(winner), _slot_taken(slot, 1, winner)])
 
         with pytest.raises(ConcurrencyConflict):
@@ -176,7 +177,7 @@ class JobEventStoreContract:
     async def test_a_conflicting_append_among_concurrent_ones_fails_alone(
         self, store: JobEventStore
     ) -> None:
-        slot, holder, loser = slot_id("contested"), uuid4(), uuid4()
+        slot, holder, loser = slot_id("contested", tenant=SINGLE_TENANT), uuid4(), uuid4()
         await store.append([_requested(holder), _slot_taken(slot, 1, holder)])
         others = [uuid4() for _ in range(8)]
         attempts = [store.append(_full_history(job)) for job in others[:4]]

@@ -40,39 +40,41 @@ class Log:
 class JobIndexContract:
     async def test_starts_empty_at_position_zero(self, index: JobIndex) -> None:
         assert await index.position() == 0
-        assert not await index.is_connection_in_use("x")
+        assert not await index.is_connection_in_use("x", tenant=SINGLE_TENANT)
 
     async def test_requested_job_uses_its_datasources_until_it_ends(self, index: JobIndex) -> None:
         log = Log()
-        requested = jobs.request_job(uuid.uuid4(), _request(["alpha", "beta"]), T0)
+        requested = jobs.request_job(
+            uuid.uuid4(), _request(["alpha", "beta"]), T0, tenant=SINGLE_TENANT
+        )
         await index.project(log(requested))
         assert await index.position() == 1
-        assert await index.is_connection_in_use("alpha")
-        assert await index.is_connection_in_use("beta")
+        assert await index.is_connection_in_use("alpha", tenant=SINGLE_TENANT)
+        assert await index.is_connection_in_use("beta", tenant=SINGLE_TENANT)
         job = jobs.fold([requested])
         claimed = jobs.claim(job, "w", T0, LEASE)
         await index.project(log(claimed))
-        assert await index.is_connection_in_use("alpha")
+        assert await index.is_connection_in_use("alpha", tenant=SINGLE_TENANT)
         failed = jobs.fail(jobs.fold([claimed], job), "x", T0, "w")
         await index.project(log(failed))
-        assert not await index.is_connection_in_use("alpha")
+        assert not await index.is_connection_in_use("alpha", tenant=SINGLE_TENANT)
         assert await index.position() == 3
 
     async def test_replayed_batches_change_nothing(self, index: JobIndex) -> None:
         log = Log()
-        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0, tenant=SINGLE_TENANT)
         batch = log(requested)
         await index.project(batch)
         failed = jobs.fail(jobs.fold([requested]), "x", T0)
         second = log(failed)
         await index.project(second)
         await index.project(batch)  # an old batch again: ignored
-        assert not await index.is_connection_in_use("alpha")
+        assert not await index.is_connection_in_use("alpha", tenant=SINGLE_TENANT)
         assert await index.position() == 2
 
     async def test_project_answers_its_position_after_the_batch(self, index: JobIndex) -> None:
         log = Log()
-        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0, tenant=SINGLE_TENANT)
         assert await index.project(log(requested), after=0) == 1
         claimed = jobs.claim(jobs.fold([requested]), "w", T0, LEASE)
         assert await index.project(log(claimed), after=1) == 2
@@ -85,25 +87,27 @@ class JobIndexContract:
     ) -> None:
         """Another process projected meanwhile: the caller still believes the old position."""
         log = Log()
-        alpha = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
-        beta = jobs.request_job(uuid.uuid4(), _request(["beta"]), T0)
+        alpha = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0, tenant=SINGLE_TENANT)
+        beta = jobs.request_job(uuid.uuid4(), _request(["beta"]), T0, tenant=SINGLE_TENANT)
         first, second = log(alpha), log(beta)
         await index.project([*first, *second])  # the other process, up to 2
         failed = jobs.fail(jobs.fold([alpha]), "x", T0)
         third = log(failed)
         # This caller believes it is at 0 and has read 1..3: only 3 is new.
         assert await index.project([*first, *second, *third], after=0) == 3
-        assert not await index.is_connection_in_use("alpha")
-        assert await index.is_connection_in_use("beta")
+        assert not await index.is_connection_in_use("alpha", tenant=SINGLE_TENANT)
+        assert await index.is_connection_in_use("beta", tenant=SINGLE_TENANT)
         # Believing it is at 1 with a batch the index already has changes nothing.
         assert await index.project(second, after=1) == 3
         assert await index.position() == 3
 
     async def test_stalled_lists_old_pending_and_expired_leases(self, index: JobIndex) -> None:
         log = Log()
-        old = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0)
-        young = jobs.request_job(uuid.uuid4(), _request(["a2"]), T0 + timedelta(hours=2))
-        busy = jobs.request_job(uuid.uuid4(), _request(["a3"]), T0)
+        old = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0, tenant=SINGLE_TENANT)
+        young = jobs.request_job(
+            uuid.uuid4(), _request(["a2"]), T0 + timedelta(hours=2), tenant=SINGLE_TENANT
+        )
+        busy = jobs.request_job(uuid.uuid4(), _request(["a3"]), T0, tenant=SINGLE_TENANT)
         claim = jobs.claim(jobs.fold([busy]), "w", T0, LEASE)
         await index.project(log(old, young, busy, claim))
         now = T0 + timedelta(hours=2, minutes=30)
@@ -121,12 +125,12 @@ class JobIndexContract:
         a, b = Tenant("tenant-a"), Tenant("tenant-b")
         log = Log()
         in_a = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0, a)
-        single = jobs.request_job(uuid.uuid4(), _request(["beta"]), T0)
+        single = jobs.request_job(uuid.uuid4(), _request(["beta"]), T0, tenant=SINGLE_TENANT)
         await index.project(log(in_a, single))
         assert await index.is_connection_in_use("alpha", tenant=a)
         assert not await index.is_connection_in_use("alpha", tenant=b)
-        assert not await index.is_connection_in_use("alpha")
-        assert await index.is_connection_in_use("beta")
+        assert not await index.is_connection_in_use("alpha", tenant=SINGLE_TENANT)
+        assert await index.is_connection_in_use("beta", tenant=SINGLE_TENANT)
         assert not await index.is_connection_in_use("beta", tenant=a)
         stalled = await index.stalled(now=T0, pending_before=T0 + timedelta(seconds=1))
         assert {s.job_id: s.tenant for s in stalled} == {
@@ -145,7 +149,7 @@ class JobIndexContract:
 
     async def test_progress_is_dropped_when_the_job_ends(self, index) -> None:
         log = Log()
-        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0)
+        requested = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0, tenant=SINGLE_TENANT)
         claimed = jobs.claim(jobs.fold([requested]), "w", T0, LEASE)
         await index.project(log(requested, claimed))
         job_id = requested.originator_id
@@ -191,8 +195,8 @@ class JobIndexContract:
     ) -> None:
         log = Log()
         short = timedelta(seconds=20)
-        alive = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0)
-        dead = jobs.request_job(uuid.uuid4(), _request(["a2"]), T0)
+        alive = jobs.request_job(uuid.uuid4(), _request(["a1"]), T0, tenant=SINGLE_TENANT)
+        dead = jobs.request_job(uuid.uuid4(), _request(["a2"]), T0, tenant=SINGLE_TENANT)
         for requested, worker in ((alive, "alive"), (dead, "dead")):
             assert await index.take(requested.originator_id, 1, worker, T0, T0 + short)
         claims = [

@@ -25,6 +25,7 @@ from application.ports.messaging import (
     WorkOrder,
     WorkQueue,
 )
+from domain.tenant import SINGLE_TENANT
 
 ConsumerFactory = Callable[[WorkHandler], Awaitable[WorkConsumer]]
 
@@ -42,7 +43,7 @@ class WorkQueueInspector(Protocol):
 def order(request_id: str = "req-1") -> WorkOrder:
     job_id = uuid4()
     body = json.dumps({"jobId": str(job_id), "metadata": {"source": "payments"}}).encode()
-    return WorkOrder(job_id=job_id, body=body, request_id=request_id)
+    return WorkOrder(job_id=job_id, body=body, request_id=request_id, tenant=SINGLE_TENANT)
 
 
 @contextlib.asynccontextmanager

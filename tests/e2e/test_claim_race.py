@@ -19,6 +19,7 @@ from adapters.crypto.keys import KeyRing
 from adapters.crypto.signing import HmacMessageSigner
 from adapters.messaging.rabbitmq import AioPikaWorkQueue
 from application.ports.messaging import WorkOrder
+from domain.tenant import SINGLE_TENANT
 from tests.e2e.conftest import (
     MASTER_KEY,
     PG_ADMIN,
@@ -169,7 +170,7 @@ async def test_same_work_message_to_two_worker_processes_is_claimed_and_stored_o
                 separators=(",", ":"),
                 sort_keys=True,
             ).encode()
-            order = WorkOrder(job_id=UUID(job_id), body=body)
+            order = WorkOrder(job_id=UUID(job_id), body=body, tenant=SINGLE_TENANT)
             await queue.publish(order)
             await queue.publish(order)
     finally:

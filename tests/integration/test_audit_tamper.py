@@ -26,6 +26,7 @@ from adapters.crypto.keys import KeyRing
 from adapters.eventstore.store import EventsourcingJobEventStore
 from domain import job as jobs
 from domain.audit_chain import parse_state
+from domain.tenant import SINGLE_TENANT
 from tests.integration.conftest import fresh_pg_database
 from tests.support.audit_trail import audit_request, audited_history, record_jobs
 from tests.support.twins import MASTER_KEY, FakeClock
@@ -249,7 +250,7 @@ async def test_a_process_that_did_not_read_the_job_links_to_its_stored_head(
     """A store instance may append a job's next event without having read the job: the
     previous event's digest is then read from the database."""
     clock = FakeClock()
-    requested = jobs.request_job(uuid4(), audit_request(), clock.now())
+    requested = jobs.request_job(uuid4(), audit_request(), clock.now(), tenant=SINGLE_TENANT)
     first = EventsourcingJobEventStore.for_database(backend.database)
     try:
         await first.append([requested])

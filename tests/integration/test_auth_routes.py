@@ -24,6 +24,7 @@ from adapters.auth.jwt_verifier import PyJwtTokenVerifier
 from adapters.auth.keys import ASYMMETRIC_ALGORITHMS, JwksKeySource
 from application.queries.get_job import GetJob, GetJobHistory
 from domain.identity import Permission, granting
+from domain.tenant import SINGLE_TENANT
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import BEARER, OPEN_ROUTES, HttpSecurity, is_open
 from entrypoints.http.guards import permission_of, requires_permission
@@ -165,8 +166,8 @@ async def security(idp: LocalIdentityProvider) -> AsyncIterator[HttpSecurity]:
 def build_app(app, security: HttpSecurity) -> Litestar:  # noqa: F811
     services = ApiServices(
         request_job=app.request_job,
-        get_job=GetJob(app.store),
-        get_job_history=GetJobHistory(app.store),
+        get_job=GetJob(app.jobs),
+        get_job_history=GetJobHistory(app.jobs),
         connections=make_kit(app).services,
     )
     return create_app(services, security)
@@ -187,7 +188,7 @@ async def world(client, app, idp) -> World:  # noqa: F811
     admin = bearer(idp.token())
     created = await client.post(BASE, json=CONNECTION, headers={**PRODUCT, **admin})
     assert created.status_code == 201, created.text
-    stored = await app.repository.get(UUID(created.json()["id"]))
+    stored = await app.repository.get(UUID(created.json()["id"]), tenant=SINGLE_TENANT)
     legacy = replace(stored, id=uuid4(), config_name="legacy", product_name="")
     await app.repository.add(legacy)
     job = await client.post(

@@ -20,6 +20,7 @@ from application.commands.assign_connection import AssignConnection
 from application.connection_directory import internal_id
 from domain.connection import Connection
 from domain.errors import FetcherError
+from domain.tenant import SINGLE_TENANT
 from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
@@ -133,7 +134,7 @@ async def test_unassigned_then_concurrent_assign_has_one_winner(
     api: Api, store_url: str, datasource: str, tmp_path: Path
 ) -> None:
     created = await _create(api.client, datasource)
-    stored = await api.repository.get(UUID(created["id"]))
+    stored = await api.repository.get(UUID(created["id"]), tenant=SINGLE_TENANT)
     assert stored is not None
     legacy = replace(stored, id=uuid4(), config_name="legacy", product_name="")
     await api.repository.add(legacy)
@@ -146,7 +147,9 @@ async def test_unassigned_then_concurrent_assign_has_one_winner(
     clock = api.services.connections.assign.clock
     try:
         calls = [
-            AssignConnection(repositories[i % 4], cipher, clock)(legacy.id, f"product{i}")
+            AssignConnection(repositories[i % 4], cipher, clock)(
+                legacy.id, f"product{i}", tenant=SINGLE_TENANT
+            )
             for i in range(20)
         ]
         outcomes = await asyncio.gather(*calls, return_exceptions=True)
@@ -157,7 +160,9 @@ async def test_unassigned_then_concurrent_assign_has_one_winner(
     assert len(winners) == 1
     losers = [o for o in outcomes if not isinstance(o, Connection)]
     assert all(isinstance(o, FetcherError) and o.code == "FET-1015" for o in losers)
-    assert (await api.repository.get(legacy.id)).product_name == winners[0].product_name
+    assert (await api.repository.get(legacy.id, tenant=SINGLE_TENANT)).product_name == winners[
+        0
+    ].product_name
     again = await api.client.post(f"{BASE}/{legacy.id}/assign", headers=PRODUCT)
     assert again.status_code == 409 and again.json()["code"] == "FET-1015"
 

@@ -36,6 +36,7 @@ from cryptography.x509.oid import NameOID
 
 from adapters.crypto.keys import KeyRing
 from adapters.crypto.sealing import open_result
+from domain.tenant import SINGLE_TENANT
 from tests.integration.connection_api import MASTER_KEY, Api, connections_api
 
 pytestmark = pytest.mark.integration
@@ -491,7 +492,7 @@ async def test_a_job_extracts_over_verified_tls(api: Api, tls_server: TlsServer)
     )
     assert job.status_code == 202, job.text
     job_id = UUID(job.json()["jobId"])
-    await api.run_job(job_id)
+    await api.run_job(job_id, tenant=SINGLE_TENANT)
     done = (await api.client.get(f"/v1/fetcher/{job_id}")).json()
     assert done["status"] == "completed", done
     blob = api.storage.objects[f"external-data/{job_id}.json"]

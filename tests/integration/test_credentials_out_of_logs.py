@@ -12,6 +12,7 @@ from uuid import UUID
 import pytest
 
 from domain.connection import Connection
+from domain.tenant import SINGLE_TENANT
 from tests.integration.conftest import fresh_pg_database
 from tests.integration.connection_api import Api, connections_api
 
@@ -64,14 +65,14 @@ async def test_no_credential_reaches_a_debug_log(
     created = await api.client.post(BASE, json=BODY, headers=PRODUCT)
     assert created.status_code == 201, created.text
     identifier = UUID(created.json()["id"])
-    sealed = _sealed(await api.repository.get(identifier))
+    sealed = _sealed(await api.repository.get(identifier, tenant=SINGLE_TENANT))
     path = f"{BASE}/{identifier}"
     changed = await api.client.patch(
         path,
         json={"password": PLAIN_SECRETS[1], "ssl": {"mode": "verify-ca", "ca": "CA-PEM-e4"}},
     )
     assert changed.status_code == 200, changed.text
-    sealed += _sealed(await api.repository.get(identifier))
+    sealed += _sealed(await api.repository.get(identifier, tenant=SINGLE_TENANT))
     assert (await api.client.get(path)).status_code == 200
     assert (await api.client.get(BASE)).status_code == 200
     assert (await api.client.delete(path)).status_code == 204

@@ -35,11 +35,13 @@ from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
+from application.job_repository import EventSourcedJobs
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.messaging import Settlement
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
 from domain.schema import Schema, TableRead
+from domain.tenant import SINGLE_TENANT
 from tests.integration.conftest import require_listening, unique_name
 from tests.integration.reader_helpers import registry_of
 
@@ -226,12 +228,13 @@ def app() -> Iterator[App]:
     reader = TogetherReader(engines, expected=3)
     directory = ConnectionDirectory(repository)
     endpoints = EndpointFactory(cipher)
+    jobs = EventSourcedJobs(store)
     yield App(
         repository=repository, store=store, storage=storage, reader=reader, ring=ring,
         cipher=cipher,
-        request_job=RequestJob(store, directory, endpoints, reader, Clock(), Ids()),
+        request_job=RequestJob(jobs, directory, endpoints, reader, Clock(), Ids()),
         run_job=RunJob(
-            store, directory, endpoints, reader, AesGcmResultSealer.from_ring(ring), storage,
+            jobs, directory, endpoints, reader, AesGcmResultSealer.from_ring(ring), storage,
             Clock(), "worker-1", RunLimits(retry_backoff=0.0, attempts=1, timeout=60),
             leases=InMemoryJobIndex(),
         ),
@@ -263,8 +266,8 @@ MAPPED = {
 
 async def test_one_job_reads_three_engines_in_parallel_into_one_result(app: App) -> None:
     await _three_connections(app)
-    job = (await app.request_job(MAPPED, None, SOURCE)).job
-    assert await app.run_job(job.id) is Settlement.ACK
+    job = (await app.request_job(MAPPED, None, SOURCE, tenant=SINGLE_TENANT)).job
+    assert await app.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     events = await app.store.job_events(job.id)
     assert [type(e) for e in events] == [JobRequested, JobClaimed, JobResultStored, JobCompleted]
     assert sorted(app.reader.started, key=lambda t: t.value) == [
@@ -289,8 +292,8 @@ async def test_filters_apply_on_each_engine(app: App) -> None:
         "maria_main": {"orders": {"total": {"lt": ["1"]}}},
         "mongo_main": {"events": {"kind": {"like": ["pa%"]}}},
     }
-    job = (await app.request_job(MAPPED, filters, SOURCE)).job
-    await app.run_job(job.id)
+    job = (await app.request_job(MAPPED, filters, SOURCE, tenant=SINGLE_TENANT)).job
+    await app.run_job(job.id, tenant=SINGLE_TENANT)
     *_, stored, completed = await app.store.job_events(job.id)
     assert isinstance(completed, JobCompleted)
     keys = app.ring.current
@@ -313,8 +316,8 @@ async def _assert_failed_with_nothing_stored(app: App, job_id: UUID) -> JobFaile
 async def test_a_datasource_failing_mid_stream_fails_the_whole_job(app: App) -> None:
     await _three_connections(app)
     mapped = {**MAPPED, "pg_main": {"accounts": ["id"], "bad_dates": ["d"]}}
-    job = (await app.request_job(mapped, None, SOURCE)).job
-    assert await app.run_job(job.id) is Settlement.ACK
+    job = (await app.request_job(mapped, None, SOURCE, tenant=SINGLE_TENANT)).job
+    assert await app.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     failed = await _assert_failed_with_nothing_stored(app, job.id)
     assert failed.error == "engine extraction: engine: [unavailable] failed to query datasource"
     assert len(app.reader.started) == 3  # the others were being read when it failed
@@ -322,11 +325,11 @@ async def test_a_datasource_failing_mid_stream_fails_the_whole_job(app: App) -> 
 
 async def test_a_datasource_unreachable_at_run_time_fails_the_whole_job(app: App) -> None:
     connections = await _three_connections(app)
-    job = (await app.request_job(MAPPED, None, SOURCE)).job
+    job = (await app.request_job(MAPPED, None, SOURCE, tenant=SINGLE_TENANT)).job
     mongo = connections["mongo_main"]
     moved = replace(mongo, port=1, version=mongo.version + 1, updated_at=datetime.now(UTC))
     await app.repository.update(moved)
-    assert await app.run_job(job.id) is Settlement.ACK
+    assert await app.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     failed = await _assert_failed_with_nothing_stored(app, job.id)
     assert failed.error.endswith("[unavailable] failed to connect to datasource")
     assert app.reader.started == []  # planning failed: no datasource was read

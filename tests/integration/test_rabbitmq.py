@@ -27,6 +27,7 @@ from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.errors import PortError, PublishFailed
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
+from domain.tenant import SINGLE_TENANT
 from tests.integration.amqp_frames import (
     EVENT_TYPES,
     WORK_MESSAGE_TYPES,
@@ -130,7 +131,7 @@ async def broker() -> AsyncIterator[Broker]:
 def _order(job_id: UUID | None = None, request_id: str = "req-1") -> WorkOrder:
     job_id = job_id or uuid4()
     body = json.dumps({"jobId": str(job_id), "metadata": {"source": "payments"}}).encode()
-    return WorkOrder(job_id=job_id, body=body, request_id=request_id)
+    return WorkOrder(job_id=job_id, body=body, request_id=request_id, tenant=SINGLE_TENANT)
 
 
 def _notification(status: str = "completed") -> JobNotification:
@@ -142,6 +143,7 @@ def _notification(status: str = "completed") -> JobNotification:
         body=body.encode(),
         time=datetime(2026, 7, 13, 13, 0, 0, 250000, tzinfo=UTC),
         request_id="req-9",
+        tenant=SINGLE_TENANT,
     )
 
 
@@ -369,7 +371,9 @@ async def test_handler_retry_requeues_the_order(broker: Broker) -> None:
         await asyncio.wait_for(done.wait(), timeout=10)
 
     assert [c.job_id for c in calls] == [order.job_id, order.job_id]
-    assert calls[0] == calls[1] == WorkOrder(order.job_id, order.body, "req-1")
+    assert (
+        calls[0] == calls[1] == WorkOrder(order.job_id, order.body, "req-1", tenant=SINGLE_TENANT)
+    )
     assert await broker.depth(topology.work_queue) == 0
     assert await broker.depth(topology.dead_letter_queue) == 0
 

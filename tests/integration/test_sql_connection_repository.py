@@ -14,6 +14,7 @@ from adapters.common.postgres import PostgresAddress
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.tables import create_engine_for
 from domain.errors import Unavailable
+from domain.tenant import SINGLE_TENANT
 from tests.contracts.connection_repository import (
     SECRET_NAMES,
     ConnectionRepositoryContract,
@@ -82,7 +83,7 @@ class TestPostgresConnectionRepository(ConnectionRepositoryContract):
             with pytest.raises(Unavailable):
                 await repo.check()
             with pytest.raises(Unavailable):
-                await repo.get(uuid4())
+                await repo.get(uuid4(), tenant=SINGLE_TENANT)
         finally:
             await repo.close()
 

@@ -20,6 +20,7 @@ from adapters.storage.s3 import MIN_PART_SIZE, S3ResultStorage, S3Settings
 from application.commands.run_job import RunLimits
 from application.ports.messaging import Settlement
 from domain.job import JobCompleted
+from domain.tenant import SINGLE_TENANT
 from tests.support.nanio import ACCESS_KEY, SECRET_KEY, Nanio
 from tests.support.twins import app
 
@@ -93,10 +94,12 @@ async def test_a_job_rides_out_the_s3_server_killed_mid_upload(app, nanio, raw) 
         retry_backoff=0.2, max_backoff=1.0, lease=timedelta(seconds=8), outage_window=60
     )
     job = (
-        await app.request_job({"pgsql": {"wide": ["id", "name"]}}, None, {"source": "payments"})
+        await app.request_job(
+            {"pgsql": {"wide": ["id", "name"]}}, None, {"source": "payments"}, tenant=SINGLE_TENANT
+        )
     ).job
     try:
-        running = asyncio.create_task(app.run_job(job.id))
+        running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
         await asyncio.wait_for(reader.holding.wait(), 30)
         listed = await raw.list_multipart_uploads(Bucket=BUCKET)
         assert len(listed.get("Uploads", [])) == 1  # a part is up

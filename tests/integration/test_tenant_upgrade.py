@@ -25,6 +25,7 @@ from adapters.sql.job_index import job_datasources as new_job_datasources
 from adapters.sql.job_index import jobs as new_jobs
 from adapters.sql.job_index import positions as new_positions
 from adapters.sql.tables import connections, create_engine_for
+from application.job_repository import EventSourcedJobs
 from application.queries.get_job import GetJob, GetJobHistory
 from domain.errors import Conflict, FetcherError
 from domain.job import request_job
@@ -108,7 +109,7 @@ async def _upgraded_data_reads_as_the_single_tenants(engine: AsyncEngine) -> Non
         await repository.create_schema()
         await index.create_schema()
 
-    found = await repository.get(row["id"])
+    found = await repository.get(row["id"], tenant=SINGLE_TENANT)
     assert found is not None and found.tenant == SINGLE_TENANT
     assert (found.config_name, found.product_name, found.created_at) == ("billing", "payments", T0)
     assert await repository.get(row["id"], tenant=A) is None
@@ -118,7 +119,7 @@ async def _upgraded_data_reads_as_the_single_tenants(engine: AsyncEngine) -> Non
     await repository.add(in_a)  # the same name in another tenant: the old index is gone
     assert await repository.get(in_a.id, tenant=A) == in_a
 
-    assert await index.is_connection_in_use("billing")
+    assert await index.is_connection_in_use("billing", tenant=SINGLE_TENANT)
     assert not await index.is_connection_in_use("billing", tenant=A)
 
     async with engine.connect() as conn:
@@ -156,7 +157,7 @@ async def test_a_requested_event_recorded_without_a_tenant_is_the_single_tenants
 ) -> None:
     store_file = tmp_path / "events.db"
     request = ExtractionRequest.create({"pg": {"t": ["a"]}}, None, {"source": "p"})
-    event = request_job(uuid4(), request, T0)
+    event = request_job(uuid4(), request, T0, tenant=SINGLE_TENANT)
     store = EventsourcingJobEventStore.for_database(store_file)
     await store.append([event])
     await store.close()
@@ -170,12 +171,14 @@ async def test_a_requested_event_recorded_without_a_tenant_is_the_single_tenants
     try:
         [read] = await store.job_events(event.originator_id)
         assert read.tenant == ""  # type: ignore[attr-defined]
-        job = await GetJob(store)(event.originator_id)
+        job = await GetJob(EventSourcedJobs(store))(event.originator_id, tenant=SINGLE_TENANT)
         assert job.tenant == SINGLE_TENANT and job.request.request_hash == request.request_hash
         with pytest.raises(FetcherError) as caught:
-            await GetJob(store)(event.originator_id, tenant=A)
+            await GetJob(EventSourcedJobs(store))(event.originator_id, tenant=A)
         assert caught.value.code == "FET-1001"
-        [entry] = await GetJobHistory(store)(event.originator_id)
+        [entry] = await GetJobHistory(EventSourcedJobs(store))(
+            event.originator_id, tenant=SINGLE_TENANT
+        )
         assert "tenant" not in entry.facts
     finally:
         await store.close()

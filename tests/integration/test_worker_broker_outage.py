@@ -18,6 +18,7 @@ from application.commands.run_job import RunLimits
 from application.ports.messaging import Settlement, WorkOrder
 from application.running_jobs import RunningJobs
 from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
+from domain.tenant import SINGLE_TENANT
 from entrypoints.composition.worker import work_handler
 from tests.integration.test_rabbitmq import AMQP_URL, NOW, Broker, _publish_order, broker
 from tests.support.signing import HmacTestSigner
@@ -55,7 +56,11 @@ async def test_a_running_job_survives_a_broker_outage_and_its_redelivery_is_acke
     await topology.apply(AMQP_URL)
     await app.connection()
     app.run_job.limits = RunLimits(retry_backoff=0.0, lease=timedelta(seconds=8))
-    job = (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, {"source": "payments"})).job
+    job = (
+        await app.request_job(
+            {"pgsql": {"accounts": ["id"]}}, None, {"source": "payments"}, tenant=SINGLE_TENANT
+        )
+    ).job
     reader = HeldReader(app.reader)
     app.run_job.reader = reader
     runs = RunningJobs(work_handler(app.run_job))
@@ -66,7 +71,9 @@ async def test_a_running_job_survives_a_broker_outage_and_its_redelivery_is_acke
         return await runs(order)
 
     body = json.dumps({"jobId": str(job.id), "metadata": {"source": "p"}}).encode()
-    await _publish_order(topology.work_queue, WorkOrder(job.id, body, "req-1"))
+    await _publish_order(
+        topology.work_queue, WorkOrder(job.id, body, "req-1", tenant=SINGLE_TENANT)
+    )
     host, port = urlsplit(AMQP_URL).hostname or "127.0.0.1", urlsplit(AMQP_URL).port or 5672
     caplog.set_level(logging.INFO)
     async with proxied(host, port) as proxy:
@@ -140,7 +147,9 @@ async def test_a_worker_whose_broker_goes_away_as_it_starts_consuming_consumes_o
             await proxy.restore()
             job_id = uuid4()
             body = json.dumps({"jobId": str(job_id), "metadata": {"source": "p"}}).encode()
-            await _publish_order(topology.work_queue, WorkOrder(job_id, body, "req-2"))
+            await _publish_order(
+                topology.work_queue, WorkOrder(job_id, body, "req-2", tenant=SINGLE_TENANT)
+            )
             await _until(lambda: len(handled) == 1, 30)
             assert handled[0].job_id == job_id
         finally:

@@ -12,6 +12,7 @@ from application.ports.audit import CheckpointStore
 from application.ports.job_event_store import JobEventStore
 from domain import job as jobs
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT
 from tests.support.twins import FakeClock
 
 
@@ -23,7 +24,9 @@ async def record_jobs(store: JobEventStore, clock: FakeClock, n: int) -> list[UU
     """``n`` jobs, each requested, claimed and completed or failed (3 events each)."""
     ids = [uuid4() for _ in range(n)]
     for job_id in ids:
-        await store.append([jobs.request_job(job_id, audit_request(), clock.now())])
+        await store.append(
+            [jobs.request_job(job_id, audit_request(), clock.now(), tenant=SINGLE_TENANT)]
+        )
     for i, job_id in enumerate(ids):
         clock.advance(seconds=1)
         job = jobs.fold(await store.job_events(job_id))

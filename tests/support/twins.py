@@ -25,9 +25,11 @@ from adapters.memory.result_storage import InMemoryResultStorage
 from application.commands.register_connection import RegisterConnection
 from application.commands.request_job import RequestJob
 from application.commands.run_job import RunJob, RunLimits
+from application.job_repository import EventSourcedJobs
 from application.policies.follower import LogFollower
 from domain.connection import Connection
 from domain.connection_input import ConnectionInput
+from domain.tenant import SINGLE_TENANT
 from entrypoints.composition import Overrides, bootstrap
 from entrypoints.roles import Fetcher
 from entrypoints.settings import Settings
@@ -89,6 +91,10 @@ class App:
         )
 
     @property
+    def jobs(self) -> EventSourcedJobs:
+        return EventSourcedJobs(self.store)
+
+    @property
     def request_job(self) -> RequestJob:
         return self.fetcher.api.request_job
 
@@ -120,6 +126,7 @@ class App:
                 user_name="reader",
                 password="s3cret p@ss",
             ),
+            tenant=SINGLE_TENANT,
         )
 
 

@@ -133,6 +133,8 @@ class MySqlReader(EngineReader[Statement]):
 
         try:
             async with asyncio.timeout(self._discover_timeout):
+                # Not a retry library's loop: one more try, at once, only when a kept session
+                # turned out closed.
                 for attempt in (1, 2):
                     try:
                         async with self._pools.connection(endpoint) as connection:
@@ -158,6 +160,7 @@ class MySqlReader(EngineReader[Statement]):
             return
         # A lease that ends early or with an error drops its connection (``_drop``): an
         # unbuffered result would have to be read to its end before the session is usable.
+        # Not a retry library's loop: one more try, at once, only when a kept session was closed.
         for attempt in (1, 2):
             try:
                 async with self._pools.connection(endpoint) as connection:

@@ -46,12 +46,12 @@ async def test_a_lookup_is_reused_within_its_window_then_read_again():
     clock, inner = FakeClock(), CountingRepository()
     await inner.add(connection("pg", clock))
     cached = CachingConnectionRepository(inner, 2, clock)
-    first = await cached.by_config_names(["pg"])
+    first = await cached.by_config_names(["pg"], tenant=SINGLE_TENANT)
     clock.advance(seconds=1.9)
-    assert await cached.by_config_names(["pg"]) == first
+    assert await cached.by_config_names(["pg"], tenant=SINGLE_TENANT) == first
     assert inner.lookups == 1
     clock.advance(seconds=0.1)
-    await cached.by_config_names(["pg"])
+    await cached.by_config_names(["pg"], tenant=SINGLE_TENANT)
     assert inner.lookups == 2
 
 
@@ -68,9 +68,9 @@ async def test_tenants_never_share_a_lookup():
 async def test_a_missing_name_is_not_remembered():
     clock, inner = FakeClock(), CountingRepository()
     cached = CachingConnectionRepository(inner, 2, clock)
-    assert await cached.by_config_names(["pg"]) == {}
+    assert await cached.by_config_names(["pg"], tenant=SINGLE_TENANT) == {}
     await inner.add(connection("pg", clock))
-    assert set(await cached.by_config_names(["pg"])) == {"pg"}
+    assert set(await cached.by_config_names(["pg"], tenant=SINGLE_TENANT)) == {"pg"}
 
 
 async def test_writes_through_it_are_seen_at_once():
@@ -78,20 +78,22 @@ async def test_writes_through_it_are_seen_at_once():
     stored = connection("pg", clock)
     cached = CachingConnectionRepository(inner, 60, clock)
     await cached.add(stored)
-    assert (await cached.by_config_names(["pg"]))["pg"].version == 1
+    assert (await cached.by_config_names(["pg"], tenant=SINGLE_TENANT))["pg"].version == 1
     clock.advance(seconds=1)
     await cached.update(replace(stored, host="other.example", version=2, updated_at=clock.now()))
-    assert (await cached.by_config_names(["pg"]))["pg"].host == "other.example"
-    await cached.soft_delete(stored.id, clock.now())
-    assert await cached.by_config_names(["pg"]) == {}
+    assert (await cached.by_config_names(["pg"], tenant=SINGLE_TENANT))[
+        "pg"
+    ].host == "other.example"
+    await cached.soft_delete(stored.id, clock.now(), tenant=SINGLE_TENANT)
+    assert await cached.by_config_names(["pg"], tenant=SINGLE_TENANT) == {}
 
 
 async def test_a_window_of_zero_reads_every_time():
     clock, inner = FakeClock(), CountingRepository()
     await inner.add(connection("pg", clock))
     cached = CachingConnectionRepository(inner, 0, clock)
-    await cached.by_config_names(["pg"])
-    await cached.by_config_names(["pg"])
+    await cached.by_config_names(["pg"], tenant=SINGLE_TENANT)
+    await cached.by_config_names(["pg"], tenant=SINGLE_TENANT)
     assert inner.lookups == 2
 
 
@@ -101,13 +103,13 @@ async def test_a_write_through_one_cache_makes_its_linked_caches_forget():
     await inner.add(stored)
     worker = CachingConnectionRepository(inner, 60, clock)
     api = CachingConnectionRepository(inner, 60, clock, linked=(worker,))
-    assert (await worker.by_config_names(["pg"]))["pg"].version == 1
+    assert (await worker.by_config_names(["pg"], tenant=SINGLE_TENANT))["pg"].version == 1
     clock.advance(seconds=1)
     await api.update(replace(stored, host="other.example", version=2, updated_at=clock.now()))
-    renewed = (await worker.by_config_names(["pg"]))["pg"]
+    renewed = (await worker.by_config_names(["pg"], tenant=SINGLE_TENANT))["pg"]
     assert (renewed.version, renewed.host) == (2, "other.example")
-    await api.soft_delete(stored.id, clock.now())
-    assert await worker.by_config_names(["pg"]) == {}
+    await api.soft_delete(stored.id, clock.now(), tenant=SINGLE_TENANT)
+    assert await worker.by_config_names(["pg"], tenant=SINGLE_TENANT) == {}
 
 
 async def test_an_edit_made_elsewhere_is_used_no_later_than_the_window():
@@ -115,12 +117,12 @@ async def test_an_edit_made_elsewhere_is_used_no_later_than_the_window():
     stored = connection("pg", clock)
     await inner.add(stored)
     worker = CachingConnectionRepository(inner, 1, clock)
-    await worker.by_config_names(["pg"])
+    await worker.by_config_names(["pg"], tenant=SINGLE_TENANT)
     await inner.update(replace(stored, host="other.example", version=2, updated_at=clock.now()))
     clock.advance(seconds=0.5)
-    assert (await worker.by_config_names(["pg"]))["pg"].version == 1
+    assert (await worker.by_config_names(["pg"], tenant=SINGLE_TENANT))["pg"].version == 1
     clock.advance(seconds=0.5)
-    assert (await worker.by_config_names(["pg"]))["pg"].version == 2
-    await inner.soft_delete(stored.id, clock.now())
+    assert (await worker.by_config_names(["pg"], tenant=SINGLE_TENANT))["pg"].version == 2
+    await inner.soft_delete(stored.id, clock.now(), tenant=SINGLE_TENANT)
     clock.advance(seconds=1)
-    assert await worker.by_config_names(["pg"]) == {}
+    assert await worker.by_config_names(["pg"], tenant=SINGLE_TENANT) == {}

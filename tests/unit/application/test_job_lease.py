@@ -15,6 +15,7 @@ from application.job_lease import LeaseKeeper, LeaseLost
 from application.ports.messaging import Settlement
 from domain import job as jobs
 from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
+from domain.tenant import SINGLE_TENANT
 
 SOURCE = {"source": "payments"}
 LEASE = timedelta(seconds=2)  # heartbeat every 0.5 s (real time); the lease runs on the fake clock
@@ -41,7 +42,9 @@ class HeldReader:
 async def _requested(app):
     await app.connection()
     app.run_job.limits = RunLimits(retry_backoff=0.0, lease=LEASE, watch_interval=0.01)
-    return (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    return (
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).job
 
 
 async def _claimed_by(app, job, worker: str):
@@ -58,7 +61,7 @@ def _kinds(events):
 
 async def test_a_dead_workers_redelivered_job_is_taken_over_once_its_lease_ends(app):
     job = await _claimed_by(app, await _requested(app), "dead-worker")
-    running = asyncio.create_task(app.run_job(job.id))
+    running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
     await asyncio.sleep(0.1)
     assert not running.done()  # the lease is live: the redelivery waits on it
     app.clock.advance(seconds=2)
@@ -70,7 +73,7 @@ async def test_a_dead_workers_redelivered_job_is_taken_over_once_its_lease_ends(
 
 async def test_a_redelivery_leaves_a_job_whose_holder_renews_its_lease(app):
     job = await _claimed_by(app, await _requested(app), "live-worker")
-    running = asyncio.create_task(app.run_job(job.id))
+    running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
     await asyncio.sleep(0.1)
     assert not running.done()
     app.clock.advance(seconds=1)
@@ -83,7 +86,7 @@ async def test_the_heartbeat_renews_the_lease_in_place_without_adding_events(app
     job = await _requested(app)
     reader = HeldReader(app.reader)
     app.run_job.reader = reader
-    running = asyncio.create_task(app.run_job(job.id))
+    running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
     await asyncio.wait_for(reader.holding.wait(), 5)
     first = (await app.job_index.hold(job.id)).until
     for _ in range(3):
@@ -101,7 +104,7 @@ async def test_a_worker_that_lost_its_lease_stops_and_records_nothing(app):
     job = await _requested(app)
     reader = HeldReader(app.reader)
     app.run_job.reader = reader
-    running = asyncio.create_task(app.run_job(job.id))
+    running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
     await asyncio.wait_for(reader.holding.wait(), 5)
     # The worker's beats went unseen; its lease ended and another worker took the job.
     app.clock.advance(seconds=3)
@@ -165,7 +168,7 @@ async def test_a_claim_whose_lease_ran_out_before_its_record_is_not_recorded(app
         assert await app.job_index.take(job.id, 2, "other", now, now + lease)
 
     app.run_job.storage = storage = StealingStorage(app.storage, steal)
-    assert await app.run_job(job.id) is Settlement.ACK
+    assert await app.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     assert storage.stolen
     assert _kinds(await app.store.job_events(job.id)) == [JobRequested, JobClaimed]
 
@@ -185,7 +188,7 @@ async def test_a_claim_another_worker_recorded_meanwhile_is_not_recorded(app):
         await app.store.append([jobs.claim(claimed, "other", now, lease, lease_ends=now)])
 
     app.run_job.storage = storage = StealingStorage(app.storage, steal)
-    assert await app.run_job(job.id) is Settlement.ACK
+    assert await app.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     assert storage.stolen
     events = await app.store.job_events(job.id)
     assert _kinds(events) == [JobRequested, JobClaimed, JobClaimed]
@@ -196,7 +199,7 @@ async def test_a_fresh_lease_is_confirmed_without_asking_the_database(app):
     job = await _requested(app)
     app.run_job.limits = RunLimits(retry_backoff=0.0, lease=timedelta(seconds=60))
     app.run_job.leases = leases = CountingLeases(app.job_index)
-    assert await app.run_job(job.id) is Settlement.ACK
+    assert await app.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
     assert leases.renewals == 0
 
@@ -207,7 +210,7 @@ async def test_a_lease_older_than_its_fresh_time_is_renewed_once_before_the_resu
     app.run_job.leases = leases = CountingLeases(app.job_index)
     reader = HeldReader(app.reader)
     app.run_job.reader = reader
-    running = asyncio.create_task(app.run_job(job.id))
+    running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
     await asyncio.wait_for(reader.holding.wait(), 5)
     app.clock.advance(seconds=16)  # past a quarter of the lease, well within it
     reader.release.set()
@@ -222,7 +225,7 @@ async def test_a_lease_older_than_its_fresh_time_is_renewed_once_before_the_resu
 async def test_a_job_handed_back_can_be_claimed_at_once(app):
     job = await _claimed_by(app, await _requested(app), "leaving-worker")
     await app.job_index.release(job.id, 1, "leaving-worker", app.clock.now())
-    assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
+    assert await asyncio.wait_for(app.run_job(job.id, tenant=SINGLE_TENANT), 5) is Settlement.ACK
     events = await app.store.job_events(job.id)
     assert _kinds(events)[-1] is JobCompleted and events[2].attempt == 2
 
@@ -232,7 +235,7 @@ async def test_a_first_claim_whose_lease_was_taken_but_never_recorded_waits_for_
     now = app.clock.now()
     # A worker took the first lease and died before recording its claim.
     assert await app.job_index.take(job.id, 1, "dead-worker", now, now + LEASE)
-    running = asyncio.create_task(app.run_job(job.id))
+    running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
     await asyncio.sleep(0.1)
     assert not running.done()
     app.clock.advance(seconds=2)

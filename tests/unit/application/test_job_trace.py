@@ -25,6 +25,7 @@ from adapters.memory.result_storage import InMemoryResultStorage
 from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from domain.connection_input import ConnectionInput
 from domain.job import JobCompleted
+from domain.tenant import SINGLE_TENANT
 from entrypoints.composition import Overrides, bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.settings import Settings
@@ -70,6 +71,7 @@ async def test_one_job_is_one_trace_across_api_dispatch_worker_and_event(tmp_pat
                 user_name="reader",
                 password="pw",
             ),
+            tenant=SINGLE_TENANT,
         )
         async with AsyncTestClient(create_app(fetcher.api)) as client:
             response = await client.post(

@@ -90,7 +90,9 @@ async def test_another_tenants_connection_is_missing_to_every_connection_use_cas
     await raises(connections.check(theirs.id, tenant=A), "FET-1001")
     await raises(connections.schema(theirs.id, tenant=A), "FET-1001")
     await raises(connections.assign(unowned.id, "payments", tenant=A), "FET-1001")
-    await raises(connections.get(theirs.id), "FET-1001")  # nor the single tenant's
+    await raises(
+        connections.get(theirs.id, tenant=SINGLE_TENANT), "FET-1001"
+    )  # nor the single tenant's
     assert await connections.get(theirs.id, tenant=B) == theirs
     assert (await connections.get(unowned.id, tenant=B)).product_name == ""
     assert (await connections.check(theirs.id, tenant=B)).latency_ms >= 0
@@ -161,7 +163,7 @@ async def test_another_tenants_job_and_history_are_missing(mt):
     api = mt.fetcher.api
     await raises(api.get_job(job.id, tenant=A), "FET-1001")
     await raises(api.get_job_history(job.id, tenant=A), "FET-1001")
-    await raises(api.get_job(job.id), "FET-1001")
+    await raises(api.get_job(job.id, tenant=SINGLE_TENANT), "FET-1001")
     assert (await api.get_job(job.id, tenant=B)).id == job.id
     [entry] = await api.get_job_history(job.id, tenant=B)
     assert entry.type == "Requested" and entry.facts["tenant"] == "tenant-b"
@@ -189,12 +191,14 @@ async def test_a_work_order_naming_another_tenant_is_dropped_without_a_claim(mt,
     await register(mt, B)
     job = (await mt.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=B)).job
     assert await mt.run_job(job.id, tenant=A) is Settlement.ACK
-    assert await mt.run_job(job.id) is Settlement.ACK  # no tenant header: the single tenant
+    # no tenant header: the single tenant
+    assert await mt.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     assert [type(e) for e in await mt.store.job_events(job.id)] == [JobRequested]
-    dropped = [r for r in caplog.records if r.getMessage() == "job.tenant.mismatch"]
-    assert [(r.order_tenant, r.job_tenant) for r in dropped] == [  # type: ignore[attr-defined]
-        ("tenant-a", "tenant-b"),
-        ("single-tenant", "tenant-b"),
+    # Another tenant's job is unknown to the order, as a job that does not exist is.
+    dropped = [r for r in caplog.records if r.getMessage() == "job.unknown"]
+    assert [r.order_tenant for r in dropped] == [  # type: ignore[attr-defined]
+        "tenant-a",
+        "single-tenant",
     ]
 
 
@@ -230,7 +234,9 @@ async def test_internal_datasources_are_seen_by_the_tenants_listed_under_their_o
     await raises(connections.get(internal_id("ledger"), tenant=A), "FET-1001")
     await raises(connections.get(b_id, tenant=B), "FET-1001")
     await raises(connections.get(a_id, tenant=B), "FET-1001")
-    await raises(connections.get(internal_id("ledger")), "FET-1001")  # the single tenant
+    await raises(
+        connections.get(internal_id("ledger"), tenant=SINGLE_TENANT), "FET-1001"
+    )  # the single tenant
     assert (await connections.list(ListFilter(), tenant=B)).items == []
     created = await mt.request_job({"ledger": {"accounts": ["id"]}}, None, SOURCE, tenant=A)
     await raises(

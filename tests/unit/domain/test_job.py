@@ -18,6 +18,7 @@ from domain.job import (
     ResultRef,
 )
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=10)
@@ -31,7 +32,7 @@ def request() -> ExtractionRequest:
 def given(*steps):
     """Folds the events produced by ``steps`` (each a function of the current job)."""
     job_id = uuid4()
-    events = [jobs.request_job(job_id, request(), T0)]
+    events = [jobs.request_job(job_id, request(), T0, tenant=SINGLE_TENANT)]
     job = jobs.fold(events)
     for step in steps:
         event = step(job)
@@ -159,7 +160,10 @@ def test_duplicate_blocking_rules():
 def test_apply_returns_the_next_snapshot():
     now = datetime(2026, 1, 1, tzinfo=UTC)
     requested = jobs.request_job(
-        uuid4(), ExtractionRequest.create({"a": {"t": ["x"]}}, None, {"source": "payments"}), now
+        uuid4(),
+        ExtractionRequest.create({"a": {"t": ["x"]}}, None, {"source": "payments"}),
+        now,
+        tenant=SINGLE_TENANT,
     )
     assert jobs.apply(requested, None).status == "pending"
 
@@ -169,7 +173,7 @@ def test_claim_follows_the_renewed_lease_not_the_recorded_one():
     request = ExtractionRequest.restore(
         {"mappedFields": {"pgsql": {"t": ["id"]}}, "filters": {}}, "h"
     )
-    job = jobs.fold([jobs.request_job(uuid4(), request, t0)])
+    job = jobs.fold([jobs.request_job(uuid4(), request, t0, tenant=SINGLE_TENANT)])
     assert job is not None
     lease = timedelta(seconds=20)
     held = jobs.apply(jobs.claim(job, "w1", t0, lease), job)

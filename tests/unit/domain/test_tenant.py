@@ -91,9 +91,18 @@ def test_multi_tenant_mode_serves_the_claimed_tenant_within_the_allow_list():
 
 def test_dedup_slots_are_per_tenant_and_unchanged_for_the_single_tenant():
     digest = "ab" * 32
-    assert dedup.slot_id(digest) == uuid5(dedup.SLOT_NAMESPACE, digest)
-    assert dedup.slot_id(digest, SINGLE_TENANT) == dedup.slot_id(digest)
-    assert len({dedup.slot_id(digest), dedup.slot_id(digest, A), dedup.slot_id(digest, B)}) == 3
+    assert dedup.slot_id(digest, tenant=SINGLE_TENANT) == uuid5(dedup.SLOT_NAMESPACE, digest)
+    assert dedup.slot_id(digest, SINGLE_TENANT) == dedup.slot_id(digest, tenant=SINGLE_TENANT)
+    assert (
+        len(
+            {
+                dedup.slot_id(digest, tenant=SINGLE_TENANT),
+                dedup.slot_id(digest, A),
+                dedup.slot_id(digest, B),
+            }
+        )
+        == 3
+    )
 
 
 def _request() -> ExtractionRequest:
@@ -106,7 +115,7 @@ def test_a_requested_job_records_its_tenant():
     assert event.tenant == "tenant-b"
     job = fold([event])
     assert job is not None and job.tenant == B
-    single = fold([request_job(job_id, _request(), NOW)])
+    single = fold([request_job(job_id, _request(), NOW, tenant=SINGLE_TENANT)])
     assert single is not None and single.tenant == SINGLE_TENANT
 
 

@@ -10,6 +10,7 @@ from domain import job as jobs
 from domain.audit_chain import GENESIS, parse_state, record_digest
 from domain.job import JobClaimed, JobRequested
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -22,7 +23,7 @@ async def test_each_job_event_links_to_the_one_before_it() -> None:
     store = EventsourcingJobEventStore.in_memory()
     try:
         job_id = uuid4()
-        requested = jobs.request_job(job_id, _request(), T0)
+        requested = jobs.request_job(job_id, _request(), T0, tenant=SINGLE_TENANT)
         await store.append([requested])
         job = jobs.fold(await store.job_events(job_id))
         assert job is not None
@@ -43,7 +44,7 @@ async def test_a_fresh_store_instance_reads_the_previous_digest() -> None:
     store = EventsourcingJobEventStore.in_memory()
     try:
         job_id = uuid4()
-        await store.append([jobs.request_job(job_id, _request(), T0)])
+        await store.append([jobs.request_job(job_id, _request(), T0, tenant=SINGLE_TENANT)])
         store._chain = type(store._chain)()  # forget the remembered heads
         job = jobs.fold(await store.job_events(job_id))
         assert job is not None

@@ -7,7 +7,7 @@ from uuid import UUID, uuid4
 from adapters.memory.schema_cache import InMemorySchemaCache
 from application.ports.schema_cache import SchemaKey
 from domain.schema import Schema
-from domain.tenant import Tenant
+from domain.tenant import SINGLE_TENANT, Tenant
 
 
 class Ticks:
@@ -23,21 +23,23 @@ async def test_schema_cache_expires_and_drops_per_connection():
     cache = InMemorySchemaCache(300, now=ticks)
     first, second = uuid4(), uuid4()
     schema = Schema(tables={})
-    await cache.put(SchemaKey(first, 1, ("public",)), schema)
-    await cache.put(SchemaKey(first, 2, ()), schema)
-    await cache.put(SchemaKey(second, 1, ()), schema)
-    assert await cache.get(SchemaKey(first, 1, ("public",))) is schema
-    assert await cache.get(SchemaKey(first, 1, ())) is None
-    await cache.drop(first)
+    await cache.put(SchemaKey(first, 1, ("public",), tenant=SINGLE_TENANT), schema)
+    await cache.put(SchemaKey(first, 2, (), tenant=SINGLE_TENANT), schema)
+    await cache.put(SchemaKey(second, 1, (), tenant=SINGLE_TENANT), schema)
+    assert await cache.get(SchemaKey(first, 1, ("public",), tenant=SINGLE_TENANT)) is schema
+    assert await cache.get(SchemaKey(first, 1, (), tenant=SINGLE_TENANT)) is None
+    await cache.drop(first, tenant=SINGLE_TENANT)
     assert len(cache) == 1
     ticks.value = 300.0
-    assert await cache.get(SchemaKey(second, 1, ())) is None and len(cache) == 0
+    assert (
+        await cache.get(SchemaKey(second, 1, (), tenant=SINGLE_TENANT)) is None and len(cache) == 0
+    )
 
 
 async def test_schema_cache_stays_bounded():
     cache = InMemorySchemaCache(300, max_entries=3, now=Ticks())
     for version in range(10):
-        await cache.put(SchemaKey(uuid4(), version, ()), Schema(tables={}))
+        await cache.put(SchemaKey(uuid4(), version, (), tenant=SINGLE_TENANT), Schema(tables={}))
     assert len(cache) == 3
 
 
@@ -51,7 +53,7 @@ async def test_entries_are_per_tenant_and_dropped_per_tenant():
     await cache.put(SchemaKey(ID, 1, (), A), schema)
     assert await cache.get(SchemaKey(ID, 1, (), A)) is schema
     assert await cache.get(SchemaKey(ID, 1, (), B)) is None
-    assert await cache.get(SchemaKey(ID, 1, ())) is None
+    assert await cache.get(SchemaKey(ID, 1, (), tenant=SINGLE_TENANT)) is None
     await cache.drop(ID, tenant=B)
     assert await cache.get(SchemaKey(ID, 1, (), A)) is schema
     await cache.drop(ID, tenant=A)

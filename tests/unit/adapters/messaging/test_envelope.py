@@ -25,6 +25,7 @@ from application.errors import InvalidSignature
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
 from application.timefmt import rfc3339nano
 from domain.errors import Unavailable
+from domain.tenant import SINGLE_TENANT
 from tests.support.signing import KEY, HmacTestSigner
 
 JOB_ID = UUID("0190b8a0-0000-7000-8000-000000000001")
@@ -64,6 +65,7 @@ def _notification(**overrides: object) -> JobNotification:
         "body": FAILED_BODY,
         "time": datetime(2026, 7, 13, 13, 0, 0, 123400, tzinfo=UTC),
         "request_id": "req-1",
+        "tenant": SINGLE_TENANT,
     }
     values.update(overrides)
     return JobNotification(**values)  # type: ignore[arg-type]
@@ -219,7 +221,7 @@ def test_event_for_a_non_terminal_status_is_refused() -> None:
 
 
 def test_work_message_headers_match_the_reference() -> None:
-    order = WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7")
+    order = WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7", tenant=SINGLE_TENANT)
 
     message = work_message(order, queue=QUEUE, signer=HmacTestSigner(), now=NOW)
 
@@ -238,7 +240,10 @@ def test_work_message_headers_match_the_reference() -> None:
 
 def test_work_message_generates_a_request_id_when_missing() -> None:
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY), queue=QUEUE, signer=HmacTestSigner(), now=NOW
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY, tenant=SINGLE_TENANT),
+        queue=QUEUE,
+        signer=HmacTestSigner(),
+        now=NOW,
     )
     assert UUID(str(message.headers["X-Request-Id"]))
 
@@ -247,7 +252,7 @@ def test_work_message_generates_a_request_id_when_missing() -> None:
 def test_open_work_message_accepts_go_style_byte_headers(array: type) -> None:
     signer = HmacTestSigner()
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7"),
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7", tenant=SINGLE_TENANT),
         queue=QUEUE,
         signer=signer,
         now=NOW,
@@ -265,13 +270,18 @@ def test_open_work_message_accepts_go_style_byte_headers(array: type) -> None:
         now=NOW + 86_400,
     )
 
-    assert order == WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7")
+    assert order == WorkOrder(
+        job_id=JOB_ID, body=WORK_BODY, request_id="req-7", tenant=SINGLE_TENANT
+    )
 
 
 def test_open_work_message_rejects_a_tampered_body() -> None:
     signer = HmacTestSigner()
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY), queue=QUEUE, signer=signer, now=NOW
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY, tenant=SINGLE_TENANT),
+        queue=QUEUE,
+        signer=signer,
+        now=NOW,
     )
 
     with pytest.raises(InvalidSignature):
@@ -288,7 +298,10 @@ def test_open_work_message_rejects_a_tampered_body() -> None:
 def test_open_work_message_rejects_another_routing_key() -> None:
     signer = HmacTestSigner()
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY), queue=QUEUE, signer=signer, now=NOW
+        WorkOrder(job_id=JOB_ID, body=WORK_BODY, tenant=SINGLE_TENANT),
+        queue=QUEUE,
+        signer=signer,
+        now=NOW,
     )
 
     with pytest.raises(InvalidSignature):

@@ -30,6 +30,7 @@ from application.ports.messaging import (
     WorkHandler,
     WorkOrder,
 )
+from domain.tenant import SINGLE_TENANT
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract
 from tests.support.signing import KEY, HmacTestSigner
@@ -41,7 +42,9 @@ FAST = {"retry_delay": 0.02, "error_backoff": 0.02, "max_backoff": 0.02}
 
 def _order(job_id: UUID | None = None) -> WorkOrder:
     job_id = job_id or uuid4()
-    return WorkOrder(job_id=job_id, body=json.dumps({"jobId": str(job_id)}).encode())
+    return WorkOrder(
+        job_id=job_id, body=json.dumps({"jobId": str(job_id)}).encode(), tenant=SINGLE_TENANT
+    )
 
 
 def _notification(status: str = "completed") -> JobNotification:
@@ -53,6 +56,7 @@ def _notification(status: str = "completed") -> JobNotification:
         body=body.encode(),
         time=datetime(2026, 7, 13, 13, 0, tzinfo=UTC),
         request_id="req-1",
+        tenant=SINGLE_TENANT,
     )
 
 

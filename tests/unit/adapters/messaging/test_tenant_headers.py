@@ -65,7 +65,10 @@ def test_a_tenants_work_message_carries_and_signs_its_tenant():
 
 def test_the_single_tenants_work_message_carries_no_tenant_and_signs_an_empty_line():
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=BODY, request_id="r"), queue=QUEUE, signer=signer(), now=NOW
+        WorkOrder(job_id=JOB_ID, body=BODY, request_id="r", tenant=SINGLE_TENANT),
+        queue=QUEUE,
+        signer=signer(),
+        now=NOW,
     )
     assert "X-Tenant-ID" not in message.headers
     assert list(message.headers) == [

@@ -11,6 +11,7 @@ from adapters.crypto.signing import HmacMessageSigner
 from adapters.messaging.cloudevents_mapping import job_event_message
 from adapters.messaging.envelope import open_work_message, work_message
 from application.ports.messaging import JobNotification, WorkOrder
+from domain.tenant import SINGLE_TENANT
 
 RING = KeyRing("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
 JOB_ID = UUID("0190b8a0-0000-7000-8000-000000000001")
@@ -27,6 +28,7 @@ def test_a_work_message_carries_request_id_and_trace_headers_and_opens_with_them
         BODY,
         request_id="req-42",
         trace_context={"traceparent": PARENT, "tracestate": "k=v", "baggage": "no"},
+        tenant=SINGLE_TENANT,
     )
     message = work_message(order, queue=QUEUE, signer=signer, now=NOW)
     assert message.headers["X-Request-Id"] == "req-42"
@@ -47,10 +49,14 @@ def test_a_work_message_carries_request_id_and_trace_headers_and_opens_with_them
 
 def test_without_a_trace_a_work_message_has_no_trace_headers_and_a_generated_request_id():
     signer = HmacMessageSigner.from_ring(RING, "internal")
-    message = work_message(WorkOrder(JOB_ID, BODY), queue=QUEUE, signer=signer, now=NOW)
+    message = work_message(
+        WorkOrder(JOB_ID, BODY, tenant=SINGLE_TENANT), queue=QUEUE, signer=signer, now=NOW
+    )
     assert "traceparent" not in message.headers and "tracestate" not in message.headers
     assert UUID(str(message.headers["X-Request-Id"]))
-    untraced = WorkOrder(JOB_ID, BODY, request_id="r", trace_context={"traceparent": PARENT})
+    untraced = WorkOrder(
+        JOB_ID, BODY, request_id="r", trace_context={"traceparent": PARENT}, tenant=SINGLE_TENANT
+    )
     traced = work_message(untraced, queue=QUEUE, signer=signer, now=NOW)
     assert traced.headers["x-message-signature"] == message.headers["x-message-signature"]
 
@@ -64,6 +70,7 @@ def test_a_job_event_carries_request_id_and_trace_headers():
         time=datetime(2026, 7, 13, tzinfo=UTC),
         request_id="req-42",
         trace_context={"traceparent": PARENT},
+        tenant=SINGLE_TENANT,
     )
     message = job_event_message(
         note,

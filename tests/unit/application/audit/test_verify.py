@@ -20,6 +20,7 @@ from application.audit.verify import BreakKind, ChainVerifier, VerifyReport
 from domain import job as jobs
 from domain.audit_chain import Checkpoint, Record, parse_state, seal
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT
 from tests.support.twins import FakeClock
 
 KEYS = AuditKeys.from_ring(KeyRing(generate_master_key()))
@@ -32,7 +33,9 @@ def _request() -> ExtractionRequest:
 async def _run_jobs(store: EventsourcingJobEventStore, clock: FakeClock, n: int) -> list[UUID]:
     ids = [UUID(int=i + 1) for i in range(n)]
     for job_id in ids:
-        await store.append([jobs.request_job(job_id, _request(), clock.now())])
+        await store.append(
+            [jobs.request_job(job_id, _request(), clock.now(), tenant=SINGLE_TENANT)]
+        )
     for job_id in ids:
         job = jobs.fold(await store.job_events(job_id))
         assert job is not None

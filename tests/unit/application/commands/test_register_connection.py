@@ -7,6 +7,7 @@ import pytest
 from adapters.security.host_guard import NetworkHostGuard
 from domain.connection import DatabaseType
 from domain.connection_input import SslInput
+from domain.tenant import SINGLE_TENANT
 from tests.support.connection_kit import make_kit, pg_input, raises
 
 PRODUCT = "payments"
@@ -16,8 +17,9 @@ async def test_register_seals_password_and_tls_material_under_the_newest_key(kit
     created = await kit.services.register(
         PRODUCT,
         pg_input(ssl=SslInput(mode="verify-full", ca="CA PEM", cert="CERT PEM", key="KEY PEM")),
+        tenant=SINGLE_TENANT,
     )
-    stored = await app.repository.get(created.id)
+    stored = await app.repository.get(created.id, tenant=SINGLE_TENANT)
     assert stored == created and stored.product_name == PRODUCT
     cipher = app.request_job.endpoints.cipher
     secrets = [stored.password, stored.ssl.ca, stored.ssl.cert, stored.ssl.key]
@@ -28,11 +30,14 @@ async def test_register_seals_password_and_tls_material_under_the_newest_key(kit
 
 async def test_register_requires_a_mode_for_an_ssl_block_but_not_a_ca(kit):
     error = await raises(
-        kit.services.register(PRODUCT, pg_input(ssl=SslInput(ca="CA"))), "FET-0402"
+        kit.services.register(PRODUCT, pg_input(ssl=SslInput(ca="CA")), tenant=SINGLE_TENANT),
+        "FET-0402",
     )
     assert error.fields == {"ssl.mode": "SSL mode is required"}
     assert error.entity_type == "connection"
-    created = await kit.services.register(PRODUCT, pg_input(ssl=SslInput(mode="require")))
+    created = await kit.services.register(
+        PRODUCT, pg_input(ssl=SslInput(mode="require")), tenant=SINGLE_TENANT
+    )
     assert created.ssl.mode == "require" and created.ssl.ca is None
 
 
@@ -83,14 +88,19 @@ MODEL = "connection"
 async def test_register_follows_the_reference_two_rounds_of_rules(
     kit, changes, code, fields, entity
 ):
-    error = await raises(kit.services.register(PRODUCT, pg_input(**changes)), code)
+    error = await raises(
+        kit.services.register(PRODUCT, pg_input(**changes), tenant=SINGLE_TENANT), code
+    )
     assert error.fields == fields
     assert error.entity_type == entity
 
 
 async def test_register_reports_only_the_missing_fields_when_some_are_missing(kit):
     error = await raises(
-        kit.services.register(PRODUCT, pg_input(type="DB2", port=None, password="")), "FET-0402"
+        kit.services.register(
+            PRODUCT, pg_input(type="DB2", port=None, password=""), tenant=SINGLE_TENANT
+        ),
+        "FET-0402",
     )
     assert error.fields == {
         "port": "port is a required field",
@@ -101,12 +111,21 @@ async def test_register_reports_only_the_missing_fields_when_some_are_missing(ki
 async def test_register_refuses_engines_this_build_cannot_read(app):
     kit = make_kit(app)
     kit.services.register.supported = frozenset({DatabaseType.POSTGRESQL})
-    error = await raises(kit.services.register(PRODUCT, pg_input(type="MYSQL")), "FET-0001")
+    error = await raises(
+        kit.services.register(PRODUCT, pg_input(type="MYSQL"), tenant=SINGLE_TENANT), "FET-0001"
+    )
     assert error.fields == {"type": "type MYSQL is not supported yet"}
 
 
 async def test_register_refuses_blocked_ip_literals_when_the_guard_is_on(app):
     kit = make_kit(app, guard=NetworkHostGuard())
-    await raises(kit.services.register(PRODUCT, pg_input(host="10.1.2.3")), "FET-0414")
-    await raises(kit.services.register(PRODUCT, pg_input(host="::ffff:127.0.0.1")), "FET-0414")
-    assert (await kit.services.register(PRODUCT, pg_input(host="db.example.com"))).host
+    await raises(
+        kit.services.register(PRODUCT, pg_input(host="10.1.2.3"), tenant=SINGLE_TENANT), "FET-0414"
+    )
+    await raises(
+        kit.services.register(PRODUCT, pg_input(host="::ffff:127.0.0.1"), tenant=SINGLE_TENANT),
+        "FET-0414",
+    )
+    assert (
+        await kit.services.register(PRODUCT, pg_input(host="db.example.com"), tenant=SINGLE_TENANT)
+    ).host

@@ -5,15 +5,18 @@ import asyncio
 import pytest
 
 from adapters.crypto.sealing import open_result
-from domain.errors import InvalidRequest
+from domain.errors import ConcurrencyConflict, InvalidRequest
 from domain.job import JobRequested
+from domain.tenant import SINGLE_TENANT
 
 SOURCE = {"source": "payments"}
 
 
 async def test_new_request_records_requested_and_is_dispatched(app):
     await app.connection()
-    result = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    result = await app.request_job(
+        {"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
     assert result.created and result.job.status == "pending"
     events = await app.store.job_events(result.job.id)
     assert [type(e) for e in events] == [JobRequested]
@@ -23,15 +26,22 @@ async def test_new_request_records_requested_and_is_dispatched(app):
 
 async def test_identical_request_within_window_returns_existing_job(app):
     await app.connection()
-    first = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
-    second = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    first = await app.request_job(
+        {"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
+    second = await app.request_job(
+        {"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
     assert not second.created and second.job.id == first.job.id
 
 
 async def test_twenty_concurrent_identical_requests_create_one_job(app):
     await app.connection()
     results = await asyncio.gather(
-        *(app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE) for _ in range(20))
+        *(
+            app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+            for _ in range(20)
+        )
     )
     assert sum(r.created for r in results) == 1
     assert len({r.job.id for r in results}) == 1
@@ -39,29 +49,57 @@ async def test_twenty_concurrent_identical_requests_create_one_job(app):
     assert app.store.conflicts == 19
 
 
+async def test_a_request_that_keeps_conflicting_gives_up_after_three_tries(app, monkeypatch):
+    await app.connection()
+    appends = []
+
+    async def conflicting(events):
+        appends.append(events)
+        raise ConcurrencyConflict("taken")
+
+    monkeypatch.setattr(app.store, "append", conflicting)
+    with pytest.raises(ConcurrencyConflict, match="could not be recorded"):
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    assert len(appends) == 3
+
+
 async def test_failed_job_does_not_block_a_new_request(app):
     await app.connection()
-    first = await app.request_job({"pgsql": {"missing": ["id"]}}, None, SOURCE)
-    await app.run_job(first.job.id)
-    second = await app.request_job({"pgsql": {"missing": ["id"]}}, None, SOURCE)
+    first = await app.request_job(
+        {"pgsql": {"missing": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
+    await app.run_job(first.job.id, tenant=SINGLE_TENANT)
+    second = await app.request_job(
+        {"pgsql": {"missing": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
     assert second.created and second.job.id != first.job.id
 
 
 async def test_completed_job_blocks_only_for_five_minutes(app):
     await app.connection()
-    first = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
-    await app.run_job(first.job.id)
+    first = await app.request_job(
+        {"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
+    await app.run_job(first.job.id, tenant=SINGLE_TENANT)
     app.clock.advance(minutes=4)
-    assert not (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).created
+    assert not (
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).created
     app.clock.advance(minutes=2)
-    assert (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).created
+    assert (
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).created
 
 
 async def test_active_job_blocks_even_after_five_minutes(app):
     await app.connection()
-    first = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    first = await app.request_job(
+        {"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
     app.clock.advance(hours=2)
-    again = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+    again = await app.request_job(
+        {"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
     assert not again.created and again.job.id == first.job.id
 
 
@@ -81,21 +119,27 @@ async def test_connection_resolution_and_ownership_errors(app, setup, source, co
     if setup:
         await app.connection(product=setup)
     with pytest.raises(InvalidRequest) as caught:
-        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, {"source": source})
+        await app.request_job(
+            {"pgsql": {"accounts": ["id"]}}, None, {"source": source}, tenant=SINGLE_TENANT
+        )
     assert (caught.value.code, caught.value.message) == (code, message)
 
 
 async def test_missing_one_of_several_datasources_is_named(app):
     await app.connection()
     with pytest.raises(InvalidRequest) as caught:
-        await app.request_job({"pgsql": {"a": ["id"]}, "zzz": {"b": ["x"]}}, None, SOURCE)
+        await app.request_job(
+            {"pgsql": {"a": ["id"]}, "zzz": {"b": ["x"]}}, None, SOURCE, tenant=SINGLE_TENANT
+        )
     assert caught.value.code == "FET-1020"
     assert caught.value.message == "No connection configured for datasource 'zzz'"
 
 
 async def test_source_is_compared_after_normalisation(app):
     await app.connection()
-    result = await app.request_job({"pgsql": {"accounts": ["id"]}}, None, {"source": " Payments "})
+    result = await app.request_job(
+        {"pgsql": {"accounts": ["id"]}}, None, {"source": " Payments "}, tenant=SINGLE_TENANT
+    )
     assert result.created
 
 
@@ -103,7 +147,7 @@ async def test_unreachable_connection_is_refused_before_recording(app):
     await app.connection()
     app.reader.database("db.local", "pgsql").fail_connect = True
     with pytest.raises(InvalidRequest) as caught:
-        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
     assert (caught.value.code, caught.value.message) == (
         "FET-1040",
         "Connection 'pgsql' is not available",
@@ -114,23 +158,27 @@ async def test_unreachable_connection_is_refused_before_recording(app):
 async def test_a_connection_test_that_passed_lately_stands_for_the_next_jobs(app):
     await app.connection()
     mapped = {"pgsql": {"accounts": ["id"]}}
-    assert (await app.request_job(mapped, None, {**SOURCE, "n": "1"})).created
+    assert (await app.request_job(mapped, None, {**SOURCE, "n": "1"}, tenant=SINGLE_TENANT)).created
     app.reader.database("db.local", "pgsql").fail_connect = True
 
     # Within CONNECTION_CHECK_CACHE_SECONDS (5 s by default) the earlier success stands.
     app.clock.advance(seconds=4)
-    assert (await app.request_job(mapped, None, {**SOURCE, "n": "2"})).created
+    assert (await app.request_job(mapped, None, {**SOURCE, "n": "2"}, tenant=SINGLE_TENANT)).created
 
     app.clock.advance(seconds=2)
     with pytest.raises(InvalidRequest) as caught:
-        await app.request_job(mapped, None, {**SOURCE, "n": "3"})
+        await app.request_job(mapped, None, {**SOURCE, "n": "3"}, tenant=SINGLE_TENANT)
     assert caught.value.code == "FET-1040"
 
 
 async def test_end_to_end_on_twins_result_decrypts_and_matches_hmac(app):
     await app.connection()
-    job = (await app.request_job({"pgsql": {"accounts": ["*"], "empty": ["id"]}}, None, SOURCE)).job
-    await app.run_job(job.id)
+    job = (
+        await app.request_job(
+            {"pgsql": {"accounts": ["*"], "empty": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+        )
+    ).job
+    await app.run_job(job.id, tenant=SINGLE_TENANT)
     await app.emitter.run_once()
     [note] = app.publisher.published
     assert note.status == "completed"
@@ -156,7 +204,8 @@ async def _with_known_schema(app):
     cache = InMemorySchemaCache()
     table = Table(None, "accounts", (Column("id", "integer"), Column("name", "text")))
     await cache.put(
-        SchemaKey(connection.id, connection.version, ("public",)), Schema({"accounts": table})
+        SchemaKey(connection.id, connection.version, ("public",), tenant=SINGLE_TENANT),
+        Schema({"accounts": table}),
     )
     app.request_job.schemas = cache
 
@@ -185,7 +234,7 @@ async def _with_known_schema(app):
 async def test_request_is_checked_against_a_known_schema(app, mapped, filters, fragment):
     await _with_known_schema(app)
     with pytest.raises(InvalidRequest) as caught:
-        await app.request_job(mapped, filters, SOURCE)
+        await app.request_job(mapped, filters, SOURCE, tenant=SINGLE_TENANT)
     assert caught.value.code == "FET-0401"
     assert fragment in caught.value.message
     assert await app.store.read_log(0, 10) == []
@@ -194,8 +243,13 @@ async def test_request_is_checked_against_a_known_schema(app, mapped, filters, f
 async def test_valid_request_passes_a_known_schema_and_unknown_ones_are_left_to_the_worker(app):
     await _with_known_schema(app)
     ok = await app.request_job(
-        {"pgsql": {"accounts": ["*"]}}, {"pgsql": {"accounts": {"id": {"gt": [1]}}}}, SOURCE
+        {"pgsql": {"accounts": ["*"]}},
+        {"pgsql": {"accounts": {"id": {"gt": [1]}}}},
+        SOURCE,
+        tenant=SINGLE_TENANT,
     )
     assert ok.created
-    later = await app.request_job({"pgsql": {"sales.orders": ["id"]}}, None, SOURCE)
+    later = await app.request_job(
+        {"pgsql": {"sales.orders": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
     assert later.created  # scope ('sales',) is not cached: the worker decides

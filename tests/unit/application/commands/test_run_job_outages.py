@@ -12,6 +12,7 @@ from application.errors import StorageRejected
 from application.ports.messaging import Settlement
 from domain import job as jobs
 from domain.job import JobClaimed, JobCompleted, JobFailed, JobRequested, JobResultStored
+from domain.tenant import SINGLE_TENANT
 
 SOURCE = {"source": "payments"}
 LEASE = timedelta(seconds=8)
@@ -22,7 +23,9 @@ async def _requested(app, window: float = 5.0):
     app.run_job.limits = RunLimits(
         retry_backoff=0.01, max_backoff=0.05, lease=LEASE, outage_window=window
     )
-    return (await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE)).job
+    return (
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).job
 
 
 def _kinds(events):
@@ -32,7 +35,7 @@ def _kinds(events):
 async def test_a_storage_outage_shorter_than_the_window_only_delays_the_job(app):
     job = await _requested(app)
     app.storage.unavailable = True
-    running = asyncio.create_task(app.run_job(job.id))
+    running = asyncio.create_task(app.run_job(job.id, tenant=SINGLE_TENANT))
     await asyncio.sleep(0.5)  # many tries, all failing
     assert not running.done()
     app.storage.unavailable = False  # the storage comes back
@@ -46,7 +49,7 @@ async def test_a_storage_outage_shorter_than_the_window_only_delays_the_job(app)
 async def test_a_storage_outage_past_the_window_fails_the_job_and_leaves_no_object(app):
     job = await _requested(app, window=0.3)
     app.storage.unavailable = True
-    assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
+    assert await asyncio.wait_for(app.run_job(job.id, tenant=SINGLE_TENANT), 5) is Settlement.ACK
     events = await app.store.job_events(job.id)
     assert _kinds(events) == [JobRequested, JobClaimed, JobFailed]
     assert app.storage.objects == {}
@@ -59,7 +62,7 @@ async def test_storage_that_refuses_fails_the_job_without_waiting_out_the_window
         raise StorageRejected("s3 put object failed: access denied (AccessDenied)")
 
     app.storage.begin = refused  # type: ignore[method-assign]
-    assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
+    assert await asyncio.wait_for(app.run_job(job.id, tenant=SINGLE_TENANT), 5) is Settlement.ACK
     assert _kinds(await app.store.job_events(job.id))[-1] is JobFailed
 
 
@@ -80,7 +83,7 @@ async def test_a_database_outage_at_the_record_is_ridden_out(app):
         app.store.unavailable = app.job_index.unavailable = False
 
     app.store.append = append  # type: ignore[method-assign]
-    assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
+    assert await asyncio.wait_for(app.run_job(job.id, tenant=SINGLE_TENANT), 5) is Settlement.ACK
     # Failed while the database was down, tried again until recorded, with the same events.
     assert len(calls) >= 3 and all(events == calls[1] for events in calls[2:])
     assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
@@ -97,7 +100,9 @@ async def test_a_database_outage_past_the_window_hands_the_delivery_back(app):
         return await original(events)
 
     app.store.append = down_before_record  # type: ignore[method-assign]
-    assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.REQUEUE
+    assert (
+        await asyncio.wait_for(app.run_job(job.id, tenant=SINGLE_TENANT), 5) is Settlement.REQUEUE
+    )
     app.store.unavailable = False
     assert _kinds(await app.store.job_events(job.id)) == [JobRequested, JobClaimed]
 
@@ -111,7 +116,7 @@ async def test_a_dead_workers_upload_is_aborted_when_its_job_is_claimed_again(ap
     await left.write(b"half a result")
     assert app.storage.pending_uploads == 1
     app.clock.advance(seconds=9)  # its lease ended with no heartbeat
-    assert await app.run_job(job.id) is Settlement.ACK
+    assert await app.run_job(job.id, tenant=SINGLE_TENANT) is Settlement.ACK
     assert app.storage.pending_uploads == 0
     assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
 
@@ -140,7 +145,7 @@ async def test_an_upload_the_outage_left_is_aborted_once_the_job_completes(app):
 
     storage.begin = dies_after_the_first_begin
     storage.abort_incomplete = sweep_while_down
-    assert await asyncio.wait_for(app.run_job(job.id), 5) is Settlement.ACK
+    assert await asyncio.wait_for(app.run_job(job.id, tenant=SINGLE_TENANT), 5) is Settlement.ACK
     assert _kinds(await app.store.job_events(job.id))[-1] is JobCompleted
     assert begun == 2
     assert storage.pending_uploads == 0

@@ -7,17 +7,21 @@ import contextlib
 
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.messaging import RecordingJobEventPublisher
+from application.job_repository import EventSourcedJobs
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower, ProjectionFollower, SharedLogReads
 from domain.errors import Unavailable
 from domain.job import JobRequested
+from domain.tenant import SINGLE_TENANT
 
 SOURCE = {"source": "payments"}
 
 
 async def _requested(app, table="accounts"):
     await app.connection()
-    return (await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE)).job
+    return (
+        await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).job
 
 
 async def _projection(app):
@@ -30,12 +34,12 @@ async def test_projection_tracks_status_and_datasources(app):
     index, follower = await _projection(app)
     job = await _requested(app)
     await follower.run_once()
-    assert await index.is_connection_in_use("pgsql")
-    assert not await index.is_connection_in_use("other")
-    await app.run_job(job.id)
+    assert await index.is_connection_in_use("pgsql", tenant=SINGLE_TENANT)
+    assert not await index.is_connection_in_use("other", tenant=SINGLE_TENANT)
+    await app.run_job(job.id, tenant=SINGLE_TENANT)
     await follower.run_once()
     assert index.jobs[job.id].status == "completed"
-    assert not await index.is_connection_in_use("pgsql")
+    assert not await index.is_connection_in_use("pgsql", tenant=SINGLE_TENANT)
     assert await follower.run_once() == 0  # its position moved with its rows
 
 
@@ -137,7 +141,9 @@ class CountingStore:
 async def _two_jobs(app):
     """Two jobs and their request slots: four events on the log."""
     await _requested(app)
-    await app.request_job({"pgsql": {"accounts": ["id", "name"]}}, None, SOURCE)
+    await app.request_job(
+        {"pgsql": {"accounts": ["id", "name"]}}, None, SOURCE, tenant=SINGLE_TENANT
+    )
 
 
 async def test_a_batch_records_its_position_once_after_its_last_event(app):
@@ -183,7 +189,9 @@ async def test_a_failing_event_is_retried_after_the_events_before_it_are_recorde
 
 async def _more(app, table):
     """Another job (and its request slot) on the connection already registered."""
-    return (await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE)).job
+    return (
+        await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).job
 
 
 class TallyingStore(CountingStore):
@@ -411,12 +419,12 @@ class CountingIndex(InMemoryJobIndex):
 
 async def _completed_job(app):
     job = await _requested(app)
-    await app.run_job(job.id)
+    await app.run_job(job.id, tenant=SINGLE_TENANT)
     return job
 
 
 async def _emitter(store, publisher, name="emitter"):
-    emit = EmitJobEvents(store, publisher)
+    emit = EmitJobEvents(EventSourcedJobs(store), publisher)
     return LogFollower(
         name=name,
         store=store,
@@ -444,7 +452,7 @@ async def test_the_emitter_folds_a_job_it_saw_from_the_start_from_the_log(app):
 
 async def test_the_emitter_forgets_the_oldest_jobs_beyond_its_bound(app):
     store = TallyingStore(app.store)
-    emit = EmitJobEvents(store, RecordingJobEventPublisher(), remembered_jobs=1)
+    emit = EmitJobEvents(EventSourcedJobs(store), RecordingJobEventPublisher(), remembered_jobs=1)
     follower = LogFollower(
         name="emitter",
         store=store,
@@ -454,8 +462,8 @@ async def test_the_emitter_forgets_the_oldest_jobs_beyond_its_bound(app):
     )
     first = await _requested(app)
     second = await _more(app, "other")
-    await app.run_job(first.id)
-    await app.run_job(second.id)
+    await app.run_job(first.id, tenant=SINGLE_TENANT)
+    await app.run_job(second.id, tenant=SINGLE_TENANT)
     await follower.run_once()
     assert [n.job_id for n in emit.publisher.published] == [first.id, second.id]
     assert store.histories_read == 1  # the first one, forgotten when the second came

@@ -5,13 +5,16 @@ from __future__ import annotations
 from application.policies.publish_work_orders import DISPATCH_FAILED
 from domain import job as jobs
 from domain.job import JobFailed
+from domain.tenant import SINGLE_TENANT
 
 SOURCE = {"source": "payments"}
 
 
 async def _requested(app, table="accounts"):
     await app.connection()
-    return (await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE)).job
+    return (
+        await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    ).job
 
 
 async def test_dispatch_retries_then_fails_the_job_after_its_deadline(app):

@@ -6,17 +6,18 @@ from uuid import uuid4
 
 from adapters.memory.datasource_reader import MemoryTable
 from application.errors import DatasourceError, DatasourceUnavailable, ForbiddenHost
+from domain.tenant import SINGLE_TENANT
 from tests.support.connection_kit import pg_input, raises
 
 PRODUCT = "payments"
 
 
 async def test_schema_lists_tables_and_columns_sorted_with_types(kit, app):
-    created = await kit.services.register(PRODUCT, pg_input())
+    created = await kit.services.register(PRODUCT, pg_input(), tenant=SINGLE_TENANT)
     app.reader.database("db.local", "pgsql").tables["accounting.invoices"] = MemoryTable(
         columns=[("total", "numeric"), ("id", "integer")]
     )
-    found = await kit.services.schema(created.id)
+    found = await kit.services.schema(created.id, tenant=SINGLE_TENANT)
     assert [t.name for t in found.tables] == ["accounting.invoices", "accounts", "empty"]
     assert [(c.name, c.data_type) for c in found.tables[0].columns] == [
         ("id", "integer"),
@@ -26,15 +27,15 @@ async def test_schema_lists_tables_and_columns_sorted_with_types(kit, app):
 
 
 async def test_schema_failures_name_the_stage(kit):
-    created = await kit.services.register(PRODUCT, pg_input())
-    await raises(kit.services.schema(uuid4()), "FET-1001")
+    created = await kit.services.register(PRODUCT, pg_input(), tenant=SINGLE_TENANT)
+    await raises(kit.services.schema(uuid4(), tenant=SINGLE_TENANT), "FET-1001")
     kit.reader.errors["discover"] = DatasourceUnavailable("failed to connect to datasource")
-    await raises(kit.services.schema(created.id), "FET-1041")
+    await raises(kit.services.schema(created.id, tenant=SINGLE_TENANT), "FET-1041")
     kit.reader.errors["discover"] = DatasourceError("discovery failed", stage="discover")
     await raises(
-        kit.services.schema(created.id),
+        kit.services.schema(created.id, tenant=SINGLE_TENANT),
         "FET-1042",
         "Failed to retrieve database schema information.",
     )
     kit.reader.errors["discover"] = ForbiddenHost()
-    await raises(kit.services.schema(created.id), "FET-0414")
+    await raises(kit.services.schema(created.id, tenant=SINGLE_TENANT), "FET-0414")

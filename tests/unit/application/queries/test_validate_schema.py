@@ -7,6 +7,7 @@ import pytest
 from adapters.memory.datasource_reader import MemoryTable
 from application.errors import ForbiddenHost
 from domain.connection_input import ConnectionInput
+from domain.tenant import SINGLE_TENANT
 from tests.support.connection_kit import pg_input, raises
 
 PRODUCT = "payments"
@@ -47,12 +48,12 @@ PRODUCT = "payments"
     ],
 )
 async def test_validate_schema_request_rules(kit, mapped, code, message):
-    await raises(kit.services.validate_schema(mapped), code, message)
+    await raises(kit.services.validate_schema(mapped, tenant=SINGLE_TENANT), code, message)
 
 
 async def test_validate_schema_reports_issues_in_a_stable_order(kit, app):
-    await kit.services.register(PRODUCT, pg_input())
-    await kit.services.register(PRODUCT, pg_input("down", host="down.local"))
+    await kit.services.register(PRODUCT, pg_input(), tenant=SINGLE_TENANT)
+    await kit.services.register(PRODUCT, pg_input("down", host="down.local"), tenant=SINGLE_TENANT)
     app.reader.database("db.local", "pgsql").tables["docs"] = MemoryTable(
         columns=[("meta.author", "text"), ("id", "integer")]
     )
@@ -67,7 +68,8 @@ async def test_validate_schema_reports_issues_in_a_stable_order(kit, app):
                 "accounts": ["*"],
             },
             "down": {"t": ["a"]},
-        }
+        },
+        tenant=SINGLE_TENANT,
     )
     assert [(i.type.value, i.data_source, i.table, i.field) for i in issues] == [
         ("DATA_SOURCE_DOWN", "down", "", ""),
@@ -81,27 +83,33 @@ async def test_validate_schema_reports_issues_in_a_stable_order(kit, app):
 
 async def test_validate_schema_accepts_the_wildcard_and_internal_datasources(kit):
     assert (
-        await kit.services.validate_schema({"ledger": {"accounts": ["*"], "empty": ["id"]}}) == []
+        await kit.services.validate_schema(
+            {"ledger": {"accounts": ["*"], "empty": ["id"]}}, tenant=SINGLE_TENANT
+        )
+        == []
     )
 
 
 async def test_validate_schema_is_cache_first_per_connection_version_and_scope(kit):
-    created = await kit.services.register(PRODUCT, pg_input())
+    created = await kit.services.register(PRODUCT, pg_input(), tenant=SINGLE_TENANT)
     request = {"pgsql": {"accounts": ["id"]}}
-    await kit.services.validate_schema(request)
-    await kit.services.validate_schema(request)
+    await kit.services.validate_schema(request, tenant=SINGLE_TENANT)
+    await kit.services.validate_schema(request, tenant=SINGLE_TENANT)
     assert kit.reader.discoveries == 1
-    await kit.services.validate_schema({"pgsql": {"sales.orders": ["id"]}})
+    await kit.services.validate_schema({"pgsql": {"sales.orders": ["id"]}}, tenant=SINGLE_TENANT)
     assert kit.reader.discoveries == 2  # another scope
-    await kit.services.update(created.id, ConnectionInput(port=5433))
-    await kit.services.validate_schema(request)
+    await kit.services.update(created.id, ConnectionInput(port=5433), tenant=SINGLE_TENANT)
+    await kit.services.validate_schema(request, tenant=SINGLE_TENANT)
     assert kit.reader.discoveries == 3  # another version
     kit.ticks.value += 301
-    await kit.services.validate_schema(request)
+    await kit.services.validate_schema(request, tenant=SINGLE_TENANT)
     assert kit.reader.discoveries == 4  # expired
 
 
 async def test_validate_schema_aborts_when_the_guard_refuses_a_host(kit):
-    await kit.services.register(PRODUCT, pg_input())
+    await kit.services.register(PRODUCT, pg_input(), tenant=SINGLE_TENANT)
     kit.reader.errors["discover"] = ForbiddenHost()
-    await raises(kit.services.validate_schema({"pgsql": {"accounts": ["id"]}}), "FET-0414")
+    await raises(
+        kit.services.validate_schema({"pgsql": {"accounts": ["id"]}}, tenant=SINGLE_TENANT),
+        "FET-0414",
+    )

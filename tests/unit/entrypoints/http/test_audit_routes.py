@@ -21,7 +21,7 @@ from application.audit.checkpointer import RecordCheckpoints
 from domain.audit_chain import Checkpoint
 from domain.identity import Identity, Permission
 from domain.job import request_job
-from domain.tenant import Tenant
+from domain.tenant import SINGLE_TENANT, Tenant
 from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import HttpSecurity
@@ -74,7 +74,7 @@ async def _run_one(client: AsyncTestClient[Any], app: App) -> str:
     assert created.status_code == 202, created.text
     job_id: str = created.json()["jobId"]
     app.clock.advance(seconds=10)
-    await app.run_job(UUID(job_id))
+    await app.run_job(UUID(job_id), tenant=SINGLE_TENANT)
     return job_id
 
 

@@ -20,6 +20,7 @@ from application.errors import (
     DatasourceUnavailable,
     ForbiddenHost,
 )
+from domain.tenant import SINGLE_TENANT
 from entrypoints.composition import bootstrap
 from entrypoints.http.app import create_app
 from tests.support.connection_kit import make_kit
@@ -279,7 +280,7 @@ async def test_list_accepts_valid_cursor_sort_and_dates(client):
 
 async def test_an_unassigned_connection_is_listed_until_a_product_takes_it(client, app):
     created = await create(client)
-    stored = await app.repository.get(UUID(created["id"]))
+    stored = await app.repository.get(UUID(created["id"]), tenant=SINGLE_TENANT)
     legacy = replace(stored, id=uuid4(), config_name="legacy", product_name="")
     await app.repository.add(legacy)
     listed = (await client.get(f"{BASE}/unassigned", headers=PRODUCT)).json()

@@ -8,6 +8,7 @@ from uuid import UUID
 import pytest
 
 from application.policies.messages import work_order_body
+from domain.tenant import SINGLE_TENANT
 from tests.support.http import CONNECTION, JOB, PRODUCT, assert_error
 
 
@@ -22,7 +23,7 @@ async def test_job_lifecycle_over_http(client, app):
     assert duplicate.status_code == 200
     assert duplicate.json()["jobId"] == accepted["jobId"]
     assert duplicate.json()["message"] == "Duplicate request detected - returning existing job"
-    await app.run_job(UUID(accepted["jobId"]))
+    await app.run_job(UUID(accepted["jobId"]), tenant=SINGLE_TENANT)
     job = (await client.get(f"/v1/fetcher/{accepted['jobId']}")).json()
     assert job["status"] == "completed"
     assert job["resultPath"] == f"external-data/{accepted['jobId']}.json"
@@ -84,7 +85,7 @@ async def test_job_reads_back_in_the_go_form_its_messages_carry(client, app):
     assert list(read.json()) == [
         "id", "metadata", "mappedFields", "filters", "status", "requestHash", "createdAt",
     ]  # fmt: skip
-    job = await app.fetcher.api.get_job(UUID(job_id))
+    job = await app.fetcher.api.get_job(UUID(job_id), tenant=SINGLE_TENANT)
     work = work_order_body(job)
     assert work.endswith(f'"metadata":{GO_METADATA}}}'.encode())
     assert b'"filters":{"pgsql":{"accounts":{"id":{"eq":[1.5,2],"lte":[10]}}}},' in work

@@ -16,6 +16,7 @@ from adapters.memory.datasource_reader import InMemoryDatasourceReader
 from application.ports.job_progress import JobProgress
 from domain.job import JobRequested
 from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT
 from entrypoints.http.app import create_app
 from entrypoints.logs import ContextFilter
 
@@ -67,7 +68,7 @@ async def test_the_request_id_travels_from_the_request_to_the_work_order_and_the
     [order] = app.queue.published
     assert order.request_id == "req-7.a"
     await app.fetcher.worker.consumer.stop()  # the recorded queue is handled by hand here
-    await app.run_job(order.job_id, request_id=order.request_id)
+    await app.run_job(order.job_id, request_id=order.request_id, tenant=SINGLE_TENANT)
     await app.emitter.run_once()
     [event] = app.publisher.published
     assert (event.status, event.request_id) == ("completed", "req-7.a")
@@ -116,8 +117,12 @@ async def test_every_request_gets_an_access_log_line_without_headers_or_body(cli
 
 async def test_the_worker_logs_start_and_end_with_rows_bytes_and_duration(app, logs):
     await app.connection()
-    job = (await app.request_job({"pgsql": {"accounts": ["*"]}}, None, {"source": "payments"})).job
-    await app.run_job(job.id, request_id="req-w")
+    job = (
+        await app.request_job(
+            {"pgsql": {"accounts": ["*"]}}, None, {"source": "payments"}, tenant=SINGLE_TENANT
+        )
+    ).job
+    await app.run_job(job.id, request_id="req-w", tenant=SINGLE_TENANT)
     mine = [r for r in logs.records if r.name == "application.commands.run_job"]
     assert [r.getMessage() for r in mine] == ["job.started", "job.completed"]
     assert all(r.job_id == str(job.id) for r in mine)  # type: ignore[attr-defined]
@@ -131,8 +136,12 @@ async def test_the_worker_logs_start_and_end_with_rows_bytes_and_duration(app, l
 
 async def test_a_failed_job_is_logged_with_its_error(app, logs):
     await app.connection()
-    job = (await app.request_job({"pgsql": {"nope": ["id"]}}, None, {"source": "payments"})).job
-    await app.run_job(job.id)
+    job = (
+        await app.request_job(
+            {"pgsql": {"nope": ["id"]}}, None, {"source": "payments"}, tenant=SINGLE_TENANT
+        )
+    ).job
+    await app.run_job(job.id, tenant=SINGLE_TENANT)
     [failed] = [r for r in logs.records if r.getMessage() == "job.failed"]
     assert failed.levelno == logging.INFO
     assert "nope" in failed.error  # type: ignore[attr-defined]
@@ -164,7 +173,7 @@ async def test_a_processing_job_shows_rows_and_bytes_so_far_and_a_completed_one_
     app.run_job.reader = reader  # type: ignore[assignment]
     app.run_job.progress_interval = 0.02
     job_id = (await client.post("/v1/fetcher", json=JOB)).json()["jobId"]
-    running = asyncio.create_task(app.run_job(UUID(job_id)))
+    running = asyncio.create_task(app.run_job(UUID(job_id), tenant=SINGLE_TENANT))
     try:
         for _ in range(500):
             view = (await client.get(f"/v1/fetcher/{job_id}")).json()
@@ -191,7 +200,7 @@ async def test_progress_of_an_earlier_claim_is_not_shown(app, client):
     job_id = UUID((await client.post("/v1/fetcher", json=JOB)).json()["jobId"])
     reader = HeldReader(app.reader)
     app.run_job.reader = reader  # type: ignore[assignment]
-    running = asyncio.create_task(app.run_job(job_id))
+    running = asyncio.create_task(app.run_job(job_id, tenant=SINGLE_TENANT))
     try:
         for _ in range(500):
             if (await client.get(f"/v1/fetcher/{job_id}")).json()["status"] == "processing":

@@ -65,8 +65,8 @@ async def test_cors_is_off_by_default(client):
 async def test_cors_allows_the_listed_origins_only_and_preflight_needs_no_token(app):
     services = ApiServices(
         request_job=app.request_job,
-        get_job=GetJob(app.store),
-        get_job_history=GetJobHistory(app.store),
+        get_job=GetJob(app.jobs),
+        get_job_history=GetJobHistory(app.jobs),
         connections=make_kit(app).services,
     )
     security = HttpSecurity(
