@@ -46,9 +46,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from psycopg.sql import SQL, Identifier
 
 from adapters.common.postgres import PostgresAddress
-from adapters.eventstore import raw_log
 from adapters.eventstore.async_postgres import AsyncPostgresEvents
-from adapters.eventstore.chaining import Chainer
+from adapters.eventstore.chaining import Chainer, stored_record
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from domain.audit_chain import Record
 from domain.dedup import RequestSlotTaken
@@ -424,11 +423,17 @@ class EventsourcingJobEventStore(JobEventStore):
         """The log's records after position ``after`` as stored (undecoded), for auditing."""
         if limit <= 0:
             return []
+        fast = await self._fast_path()
+        if fast is not None:
+            return await fast.select_records(after, limit)
         return await self._run(self._read_records, after, limit)
 
     def _read_records(self, after: int, limit: int) -> list[Record]:
         recorder, _ = self._ensure_open()
-        return raw_log.read_records(recorder, after, limit)
+        notifications = self._attempts(recorder.select_notifications)(
+            start=after, limit=limit, inclusive_of_start=False
+        )
+        return [stored_record(n, n.id) for n in notifications]
 
     async def last_notification_id(self) -> int:
         return await self._run(self._last_notification_id)
