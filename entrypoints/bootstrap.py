@@ -62,6 +62,7 @@ from entrypoints.infrastructure import (
     broker_dependency,
     database_dependency,
     declare_broker_topology,
+    growth_watch_for,
     load_audit_keys,
     load_key_ring,
     log_watch_for,
@@ -86,7 +87,6 @@ from entrypoints.roles import (
     Worker,
     build_relay,
     connection_services,
-    no_op,
     run_limits_from,
     work_handler,
 )
@@ -310,7 +310,7 @@ async def bootstrap(
                 tracer=tracer,
                 metrics=metrics,
                 leases=leases_of(index),
-                watch=watch,
+                watch=growth_watch_for(store, watch),
                 checkpoints=RecordCheckpoints(
                     audit_log,
                     checkpoints,
@@ -360,8 +360,7 @@ async def bootstrap(
                 metrics=metrics,
                 leases=leases_of(index),
             )
-            # In one process, a job that ran wakes the followers at once.
-            runs = RunningJobs(work_handler(run_job, after=relay.wake if relay else None))
+            runs = RunningJobs(work_handler(run_job))
             stack.push_async_callback(runs.stop)  # after the consumer's own drain
             handler: WorkHandler = runs
             consumer: WorkConsumer
@@ -454,8 +453,6 @@ async def bootstrap(
                 probes=probes,
                 version=settings.version,
                 tenancy=settings.tenancy.tenancy,
-                # In one process, a recorded job wakes the followers at once.
-                on_job_recorded=relay.wake if relay else no_op,
                 tracer=tracer,
                 list_checkpoints=ListCheckpoints(checkpoints) if checkpoints is not None else None,
             )

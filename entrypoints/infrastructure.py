@@ -26,7 +26,7 @@ from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.job_event_store import JobEventStore
 from application.ports.job_index import JobIndex
-from application.ports.log_watch import LogWatch
+from application.ports.log_watch import AnyLogWatch, LogWatch
 from application.ports.messaging import JobEventPublisher, WorkConsumer, WorkHandler, WorkQueue
 from application.ports.result_storage import ResultStorage
 from application.readiness import Check, Dependency
@@ -64,12 +64,18 @@ async def open_event_store(
 def log_watch_for(settings: Settings, store: JobEventStore) -> LogWatch | None:
     """How the followers hear the log grow in other processes: on PostgreSQL, by listening on
     the channel the event store notifies when it inserts; elsewhere there is no other process
-    to hear (the embedded default wakes its followers in-process)."""
+    to hear (the embedded default wakes its followers in-process, ``growth_watch_for``)."""
     database = settings.database.postgres
     if database is None or not isinstance(store, EventsourcingJobEventStore):
         return None
     channel = store.notification_channel()
     return None if channel is None else PostgresLogWatch(database, channel)
+
+
+def growth_watch_for(store: JobEventStore, others: LogWatch | None) -> LogWatch:
+    """How the followers hear the log grow: this process's appends as the store commits them,
+    and ``others`` (``log_watch_for``) for the appends of other processes."""
+    return store.appended if others is None else AnyLogWatch((store.appended, others))
 
 
 @contextlib.asynccontextmanager

@@ -3,7 +3,7 @@ root), and how each is assembled from ports."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
@@ -144,8 +144,6 @@ class ApiServices:
     probes: Probes = field(default_factory=Probes)
     version: str = "0.0.0"
     tenancy: Tenancy = SINGLE_TENANCY
-    on_job_recorded: Callable[[], None] = no_op
-    """Called after a new job was recorded (wakes a dispatcher running in the same process)."""
     tracer: Tracer = NO_TRACER
     """The process's tracer; the HTTP layer traces requests with it too."""
     list_checkpoints: ListCheckpoints | None = None
@@ -181,7 +179,8 @@ class Relay:
     """Set when the work queue does not survive a restart (the in-process one): run it once
     before the loops start."""
     waker: WakeOnGrowth | None = None
-    """Wakes the followers when the log grows in any process (PostgreSQL notifications)."""
+    """Wakes the followers when the log grows: in this process (the store tells its commits),
+    and in others (PostgreSQL notifications)."""
     audit: PeriodicTask | None = None
     """Records the signed audit checkpoints of the log (when the event store keeps them)."""
 
@@ -271,9 +270,8 @@ def connection_services(
     )
 
 
-def work_handler(run_job: RunJob, after: Callable[[], None] | None = None) -> WorkHandler:
-    """The worker's handler: runs the ordered job (as the order's tenant), then calls
-    ``after``."""
+def work_handler(run_job: RunJob) -> WorkHandler:
+    """The worker's handler: runs the ordered job (as the order's tenant)."""
 
     async def handle(order: WorkOrder) -> Settlement:
         settlement = await run_job(
@@ -282,8 +280,6 @@ def work_handler(run_job: RunJob, after: Callable[[], None] | None = None) -> Wo
             request_id=order.request_id,
             trace_context=order.trace_context,
         )
-        if after is not None:
-            after()
         return settlement
 
     return handle

@@ -7,7 +7,8 @@ Appends go through one writer (group commit): appends that arrive while a transa
 being written wait, then go together in the next one. The PostgreSQL recorder locks the events
 table for each inserting transaction, so that notification ids commit in order (what the log's
 followers rely on); one transaction for many appends takes that lock, and flushes the WAL,
-once for all of them instead of once each. An append alone is written at once.
+once for all of them instead of once each. An append alone is written at once. After each
+transaction that committed, the store tells this process's followers (``appended``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from adapters.common.postgres import PostgresAddress
 from adapters.eventstore.async_postgres import AsyncPostgresEvents
 from adapters.eventstore.chaining import Chainer, stored_record
 from application.ports.job_event_store import JobEventStore, LoggedEvent
+from application.ports.log_watch import AppendSignal
 from domain.audit_chain import Record
 from domain.dedup import RequestSlotTaken
 from domain.errors import ConcurrencyConflict, Unavailable
@@ -162,6 +164,8 @@ class EventsourcingJobEventStore(JobEventStore):
         self._pending: list[tuple[list[DomainEvent], asyncio.Future[int]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._chain = Chainer()
+        self.appended = AppendSignal()
+        """Told after every transaction that committed records (this process's appends)."""
         if self._env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
             self._sqlite_path: Path | None = Path(self._env["SQLITE_DBNAME"])
         else:
@@ -307,6 +311,8 @@ class EventsourcingJobEventStore(JobEventStore):
                     done.set_exception(outcome)
                 else:
                     done.set_result(outcome)
+            if any(not isinstance(outcome, BaseException) for outcome in outcomes):
+                self.appended.notify()
 
     def _insert(self, events: list[DomainEvent]) -> Sequence[int]:
         recorder, mapper = self._ensure_open()
