@@ -191,11 +191,6 @@ class Relay:
             loops = (*loops, self.waker)
         return loops if self.audit is None else (*loops, self.audit)
 
-    def wake(self) -> None:
-        """The log grew (in this process): the followers read it now."""
-        for follower in (self.dispatcher, self.emitter, self.projection):
-            follower.wake.set()
-
 
 class Fetcher:
     """The roles one process runs, wired on the adapters they share. Asking for a role that
