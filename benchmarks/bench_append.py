@@ -60,6 +60,15 @@ async def one_round(database: str, mode: str, clients: int, appends: int) -> tup
         return insert(events)
 
     store._insert = counted  # type: ignore[method-assign]
+    # On PostgreSQL the group commit inserts on asyncpg (``_insert_async``), not the recorder.
+    insert_async = store._insert_async
+
+    async def counted_async(fast: object, events: list) -> object:
+        nonlocal transactions
+        transactions += 1
+        return await insert_async(fast, events)
+
+    store._insert_async = counted_async  # type: ignore[method-assign]
 
     async def append(events: list) -> None:
         if mode == "grouped":

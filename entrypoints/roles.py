@@ -3,7 +3,6 @@ package (``entrypoints.composition`` builds them)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
@@ -105,8 +104,6 @@ class ApiServices:
     probes: Probes = field(default_factory=Probes)
     version: str = "0.0.0"
     tenancy: Tenancy = SINGLE_TENANCY
-    on_job_recorded: Callable[[], None] = no_op
-    """Called after a new job was recorded (wakes a dispatcher running in the same process)."""
     tracer: Tracer = NO_TRACER
     """The process's tracer; the HTTP layer traces requests with it too."""
     list_checkpoints: ListCheckpoints | None = None
@@ -145,7 +142,8 @@ class Relay:
     """Set when the work queue does not survive a restart (the in-process one): run it once
     before the loops start."""
     waker: WakeOnGrowth | None = None
-    """Wakes the followers when the log grows in any process (PostgreSQL notifications)."""
+    """Wakes the followers when the log grows: in this process (the store tells its commits),
+    and in others (PostgreSQL notifications)."""
     audit: PeriodicTask | None = None
     """Records the signed audit checkpoints of the log (when the event store keeps them)."""
 
@@ -155,11 +153,6 @@ class Relay:
         if self.waker is not None:
             loops = (*loops, self.waker)
         return loops if self.audit is None else (*loops, self.audit)
-
-    def wake(self) -> None:
-        """The log grew (in this process): the followers read it now."""
-        for follower in (self.dispatcher, self.emitter, self.projection):
-            follower.wake.set()
 
 
 class Fetcher:

@@ -1,5 +1,6 @@
-"""The event store's hot statements on PostgreSQL, on asyncpg: reading one stream, reading the
-notification log, and inserting events in the library's commit-ordered way.
+"""The event store's statements on PostgreSQL, on asyncpg: reading one stream, reading the
+notification log (decoded, or as stored for the audit), and inserting events in the library's
+commit-ordered way.
 
 ``eventsourcing``'s PostgreSQL recorder is synchronous (psycopg), so the store calls it on a
 thread pool. A job's submission and run read a stream and append to it several times each; on
@@ -8,7 +9,7 @@ the recorder, every one of those is a hop to the pool and back and psycopg's Pyt
 on the event loop, against the library's own tables: same columns, same order, same table lock and
 ``NOTIFY`` in each inserting transaction (so notification ids still commit in order and the
 listeners still wake), same refusal of a version taken twice (``RecordConflictError``). Every
-other use of the tables (trackings, table creation, the audit's raw records) stays on the
+other use of the tables (trackings, table creation, the last notification id) stays on the
 library.
 """
 
@@ -24,6 +25,7 @@ import asyncpg
 from eventsourcing.persistence import RecordConflictError, StoredEvent
 
 from adapters.common.postgres import PostgresAddress
+from domain.audit_chain import Record
 from domain.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,10 @@ class AsyncPostgresEvents:
         )
         self._log = (
             "SELECT notification_id, originator_id, originator_version, topic, state "
+            f"FROM {name} WHERE notification_id > $1 ORDER BY notification_id LIMIT $2"
+        )
+        self._records = (
+            "SELECT notification_id, originator_id::text, originator_version, topic, state "
             f"FROM {name} WHERE notification_id > $1 ORDER BY notification_id LIMIT $2"
         )
         self._lock = (
@@ -169,6 +175,17 @@ class AsyncPostgresEvents:
             pool = await self._connect()
             rows = await pool.fetch(self._log, after, limit)
             return [(row[0], StoredEvent(row[1], row[2], row[3], row[4])) for row in rows]
+
+        return await self._retrying(attempt)
+
+    async def select_records(self, after: int, limit: int) -> list[Record]:
+        """The notification log after ``after`` as stored, for auditing: at most ``limit``
+        records in order, the job id as text (no per-row objects but the record itself)."""
+
+        async def attempt() -> list[Record]:
+            pool = await self._connect()
+            rows = await pool.fetch(self._records, after, limit)
+            return [Record(*row) for row in rows]
 
         return await self._retrying(attempt)
 

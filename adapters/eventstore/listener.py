@@ -1,4 +1,5 @@
-"""Hearing the event store grow: PostgreSQL ``LISTEN`` on the channel the recorder notifies.
+"""Hearing the event store grow: PostgreSQL ``LISTEN`` on the channel the recorder notifies,
+on asyncpg like the event store's own statements (one driver on the event loop).
 
 The library's PostgreSQL recorder runs ``NOTIFY <channel>`` in the transaction that inserts
 events, so a notification is delivered when (and only if) the events are committed.
@@ -10,8 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import psycopg
-from psycopg import sql
+import asyncpg
 
 from adapters.common.postgres import PostgresAddress
 from application.ports.log_watch import LogWatch
@@ -52,7 +52,7 @@ class PostgresLogWatch(LogWatch):
         while True:
             try:
                 await self._listen(on_growth)
-            except (psycopg.Error, OSError) as error:
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
                 if self.listening.is_set():
                     backoff = 0.5
                 log.warning(
@@ -66,19 +66,28 @@ class PostgresLogWatch(LogWatch):
 
     async def _listen(self, on_growth: Callable[[], None]) -> None:
         database = self._database
-        connection = await psycopg.AsyncConnection.connect(
+        connection = await asyncpg.connect(
             host=database.host,
             port=database.port,
-            dbname=database.database,
             user=database.user,
             password=database.password,
-            connect_timeout=self._connect_timeout,
-            autocommit=True,
+            database=database.database,
+            timeout=self._connect_timeout,
+            # Only LISTEN runs here: no statements to prepare or cache.
+            statement_cache_size=0,
         )
-        async with connection:
-            await connection.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+        lost = asyncio.Event()
+        try:
+            connection.add_termination_listener(lambda _connection: lost.set())
+            await connection.add_listener(self._channel, lambda *_notification: on_growth())
             self.listening.set()
             # Whatever was appended before LISTEN took effect was not told.
             on_growth()
-            async for _ in connection.notifies():
-                on_growth()
+            await lost.wait()
+            raise ConnectionError("the listening connection was closed")
+        finally:
+            if not connection.is_closed():
+                try:
+                    await asyncio.wait_for(connection.close(), timeout=self._connect_timeout)
+                except Exception:  # TimeoutError included; the connection is dropped anyway
+                    connection.terminate()

@@ -7,7 +7,8 @@ Appends go through one writer (group commit): appends that arrive while a transa
 being written wait, then go together in the next one. The PostgreSQL recorder locks the events
 table for each inserting transaction, so that notification ids commit in order (what the log's
 followers rely on); one transaction for many appends takes that lock, and flushes the WAL,
-once for all of them instead of once each. An append alone is written at once.
+once for all of them instead of once each. An append alone is written at once. After each
+transaction that committed, the store tells this process's followers (``appended``).
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from psycopg.sql import SQL, Identifier
 
 from adapters.common.postgres import PostgresAddress
-from adapters.eventstore import raw_log
 from adapters.eventstore.async_postgres import AsyncPostgresEvents
-from adapters.eventstore.chaining import Chainer
+from adapters.eventstore.chaining import Chainer, stored_record
 from application.ports.job_event_store import JobEventStore, LoggedEvent
+from application.ports.log_watch import AppendSignal
 from domain.audit_chain import Record
 from domain.dedup import RequestSlotTaken
 from domain.errors import ConcurrencyConflict, Unavailable
@@ -163,6 +164,8 @@ class EventsourcingJobEventStore(JobEventStore):
         self._pending: list[tuple[list[DomainEvent], asyncio.Future[int]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._chain = Chainer()
+        self.appended = AppendSignal()
+        """Told after every transaction that committed records (this process's appends)."""
         if self._env.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
             self._sqlite_path: Path | None = Path(self._env["SQLITE_DBNAME"])
         else:
@@ -308,6 +311,8 @@ class EventsourcingJobEventStore(JobEventStore):
                     done.set_exception(outcome)
                 else:
                     done.set_result(outcome)
+            if any(not isinstance(outcome, BaseException) for outcome in outcomes):
+                self.appended.notify()
 
     def _insert(self, events: list[DomainEvent]) -> Sequence[int]:
         recorder, mapper = self._ensure_open()
@@ -424,11 +429,17 @@ class EventsourcingJobEventStore(JobEventStore):
         """The log's records after position ``after`` as stored (undecoded), for auditing."""
         if limit <= 0:
             return []
+        fast = await self._fast_path()
+        if fast is not None:
+            return await fast.select_records(after, limit)
         return await self._run(self._read_records, after, limit)
 
     def _read_records(self, after: int, limit: int) -> list[Record]:
         recorder, _ = self._ensure_open()
-        return raw_log.read_records(recorder, after, limit)
+        notifications = self._attempts(recorder.select_notifications)(
+            start=after, limit=limit, inclusive_of_start=False
+        )
+        return [stored_record(n, n.id) for n in notifications]
 
     async def last_notification_id(self) -> int:
         return await self._run(self._last_notification_id)

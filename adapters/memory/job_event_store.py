@@ -12,6 +12,7 @@ from uuid import UUID
 from eventsourcing.domain import DomainEvent
 
 from application.ports.job_event_store import JobEventStore, LoggedEvent
+from application.ports.log_watch import AppendSignal
 from domain.dedup import RequestSlotTaken
 from domain.errors import ConcurrencyConflict, Unavailable
 from domain.job import JobEvent
@@ -40,6 +41,7 @@ class InMemoryJobEventStore(JobEventStore):
         self._lock = threading.Lock()
         self.unavailable = False
         self._closed = False
+        self.appended = AppendSignal()
         self.interleave = interleave
         self.conflicts = 0
 
@@ -72,7 +74,9 @@ class InMemoryJobEventStore(JobEventStore):
                 self._log.append(copy.deepcopy(event))
                 versions = self._by_originator.setdefault(event.originator_id, {})
                 versions[event.originator_version] = len(self._log)
-            return len(self._log)
+            last = len(self._log)
+        self.appended.notify()
+        return last
 
     async def job_events(self, job_id: UUID) -> list[JobEvent]:
         events = self._select(job_id, JobEvent)

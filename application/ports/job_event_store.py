@@ -7,6 +7,7 @@ from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 
+from application.ports.log_watch import AppendSignal
 from domain.dedup import RequestSlotTaken
 from domain.job import JobEvent
 
@@ -33,9 +34,15 @@ class JobEventStore(Protocol):
     - ``position``/``advance`` keep one tracked position per follower name; ``advance`` never
       moves a position backwards: it answers False (and records nothing) when that position or
       a later one was recorded first, True when it recorded it.
+    - ``appended`` is told once for every transaction that committed events, after they are
+      readable in the log and before the ``append`` calls it answers return (never for an
+      append that failed); it hears only this store's appends, not other processes'.
     - Unavailability raises ``domain.errors.Unavailable``. All methods are safe to call from the
       event loop (the implementation never blocks it).
     """
+
+    appended: AppendSignal
+    """This store's commits, told in this process (the followers wake on it)."""
 
     async def job_events(self, job_id: UUID) -> list[JobEvent]: ...
 

@@ -37,7 +37,7 @@ from domain.connection import DatabaseType
 from entrypoints.composition.infrastructure import Infrastructure
 from entrypoints.composition.overrides import Overrides
 from entrypoints.http.auth import HttpSecurity
-from entrypoints.roles import ApiServices, ConnectionServices, Probes, Relay, no_op
+from entrypoints.roles import ApiServices, ConnectionServices, Probes, Relay
 
 
 def api_role(
@@ -104,7 +104,6 @@ def api_role(
         probes=probes,
         version=settings.version,
         tenancy=settings.tenancy.tenancy,
-        on_job_recorded=relay.wake if relay else no_op,
         tracer=infra.tracer,
         security=security,
         list_checkpoints=ListCheckpoints(infra.checkpoints)

@@ -24,7 +24,7 @@ from application.policies.reap_jobs import ReapJobs
 from application.policies.requeue_pending import RequeuePending
 from application.ports.clock import Clock
 from application.ports.job_event_store import JobEventStore
-from application.ports.log_watch import LogWatch
+from application.ports.log_watch import AnyLogWatch, LogWatch
 from application.ports.messaging import JobEventPublisher, WorkQueue
 from application.ports.metrics import Metrics
 from application.ports.tracer import NO_TRACER, Tracer
@@ -84,7 +84,7 @@ def relay_role(infra: Infrastructure, publishers: Publishers) -> Relay:
         queue_is_volatile=isinstance(publishers.work_queue, InProcessWorkQueue),
         tracer=infra.tracer,
         metrics=infra.metrics,
-        watch=events.watch,
+        watch=growth_watch_for(events.store, events.watch),
         checkpoints=checkpoints,
     )
 
@@ -181,3 +181,9 @@ def build_relay(
             followers=(relay.dispatcher, relay.emitter, relay.projection),
         )
     return relay
+
+
+def growth_watch_for(store: JobEventStore, others: LogWatch | None) -> LogWatch:
+    """How the followers hear the log grow: this process's appends as the store commits them,
+    and ``others`` (the database's notifications) for the appends of other processes."""
+    return store.appended if others is None else AnyLogWatch((store.appended, others))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Callable
 from datetime import timedelta
 
 from adapters.crypto.sealing import AesGcmResultSealer
@@ -74,7 +73,7 @@ async def open_worker(
         metrics=infra.metrics,
         leases=infra.tables.jobs,
     )
-    runs = RunningJobs(work_handler(run_job, after=relay.wake if relay else None))
+    runs = RunningJobs(work_handler(run_job))
     stack.push_async_callback(runs.stop)  # after the consumer's own drain
     handler: WorkHandler = runs
     consumer: WorkConsumer
@@ -94,20 +93,17 @@ async def open_worker(
     return Worker(run_job=run_job, consumer=consumer, runs=runs)
 
 
-def work_handler(run_job: RunJob, after: Callable[[], None] | None = None) -> WorkHandler:
-    """The worker's handler: runs the ordered job (as the order's tenant), then calls
-    ``after``."""
+def work_handler(run_job: RunJob) -> WorkHandler:
+    """The worker's handler: runs the ordered job (as the order's tenant). A job that ran
+    wakes this process's followers through the store, which tells its commits."""
 
     async def handle(order: WorkOrder) -> Settlement:
-        settlement = await run_job(
+        return await run_job(
             order.job_id,
             tenant=order.tenant,
             request_id=order.request_id,
             trace_context=order.trace_context,
         )
-        if after is not None:
-            after()
-        return settlement
 
     return handle
 

@@ -155,7 +155,6 @@ class JobController(Controller):
         )
         job = result.job
         if result.created:
-            services.on_job_recorded()
             return Response(
                 JobAccepted(
                     jobId=str(job.id),

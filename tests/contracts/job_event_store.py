@@ -277,6 +277,32 @@ class JobEventStoreContract:
         assert await store.position("emitter") == 7
         assert sorted((recorded[1], recorded[3])) == [False, True]  # one 7 only
 
+    async def test_a_committed_append_is_told_before_it_returns_and_a_failed_one_never(
+        self, store: JobEventStore
+    ) -> None:
+        history = _full_history(uuid4())
+        told: list[int] = []
+
+        def heard() -> None:
+            told.append(len(told))
+
+        with store.appended.subscribed(heard):
+            last = await store.append(history)
+            assert told == [0]
+            with pytest.raises(ConcurrencyConflict):
+                await store.append(history[:1])
+            assert told == [0]
+        await store.append(_full_history(uuid4()))
+        assert told == [0]  # no longer subscribed
+        assert [e.notification_id for e in await store.read_log(last - 1, 1)] == [last]
+
+    async def test_a_waiter_wakes_on_the_next_append(self, store: JobEventStore) -> None:
+        waiting = asyncio.ensure_future(store.appended.wait())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        await store.append(_full_history(uuid4()))
+        await asyncio.wait_for(waiting, 10)  # a bound for a broken store, not a timing
+
     async def test_check_passes_when_reachable(self, store: JobEventStore) -> None:
         await store.check()
 

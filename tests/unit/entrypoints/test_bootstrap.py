@@ -36,23 +36,34 @@ async def _until(condition, timeout: float = 5.0) -> None:
 
 async def test_a_job_runs_through_every_role_and_each_wakes_the_next(app: App) -> None:
     await app.connection()
-    async with AsyncTestClient(create_app(app.fetcher.api)) as client:
-        created = await client.post("/v1/fetcher", json=JOB)
-    assert created.status_code == 202, created.text
-    job_id = UUID(created.json()["jobId"])
-    assert app.dispatcher.wake.is_set()  # the API woke the followers
-    assert app.fetcher.relay.projection.wake.is_set()
-
-    await app.dispatcher.run_once()
-    assert [order.job_id for order in app.queue.published] == [job_id]
-    app.emitter.wake.clear()
-    consumer = app.fetcher.worker.consumer
-    running = asyncio.create_task(consumer.run())
+    relay = app.fetcher.relay
+    assert relay.waker is not None
+    stop = asyncio.Event()
+    waking = asyncio.create_task(relay.waker.run(stop))
     try:
-        await _until(app.emitter.wake.is_set)  # the worker woke the emitter
+        await _until(app.dispatcher.wake.is_set)  # told once on subscribing
+        for follower in (app.dispatcher, app.emitter, relay.projection):
+            follower.wake.clear()
+        async with AsyncTestClient(create_app(app.fetcher.api)) as client:
+            created = await client.post("/v1/fetcher", json=JOB)
+        assert created.status_code == 202, created.text
+        job_id = UUID(created.json()["jobId"])
+        assert app.dispatcher.wake.is_set()  # the store told the followers of the new job
+        assert relay.projection.wake.is_set()
+
+        await app.dispatcher.run_once()
+        assert [order.job_id for order in app.queue.published] == [job_id]
+        app.emitter.wake.clear()
+        consumer = app.fetcher.worker.consumer
+        running = asyncio.create_task(consumer.run())
+        try:
+            await _until(app.emitter.wake.is_set)  # the worker's events woke the emitter
+        finally:
+            await consumer.stop()
+            await running
     finally:
-        await consumer.stop()
-        await running
+        stop.set()
+        await waking
 
     await app.emitter.run_once()
     assert app.publisher.event_ids == [f"fetcher.job.completed.{job_id}"]
@@ -73,8 +84,13 @@ async def test_a_relay_on_its_own_polls_the_log_more_often(app: App, tmp_path: P
     async with bootstrap(
         in_memory_settings(tmp_path), roles={Role.RELAY}, overrides=app.overrides()
     ) as alone:
-        assert [loop.poll_interval for loop in alone.relay.loops] == [0.2, 0.2, 0.2, 5.0]
-    assert [loop.poll_interval for loop in app.fetcher.relay.loops] == [0.5, 0.5, 0.5, 5.0]
+        assert [poll_interval(loop) for loop in alone.relay.loops] == [0.2, 0.2, 0.2, 5.0, None]
+    assert [poll_interval(loop) for loop in app.fetcher.relay.loops] == [0.5, 0.5, 0.5, 5.0, None]
+
+
+def poll_interval(loop: object) -> float | None:
+    """A polling loop's interval; None for the waker, which waits to be told."""
+    return getattr(loop, "poll_interval", None)
 
 
 async def test_the_embedded_default_wires_local_twins(tmp_path: Path) -> None:
@@ -94,7 +110,6 @@ async def test_the_api_alone_opens_no_work_queue_and_checks_no_broker(tmp_path: 
     settings = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY})
     async with bootstrap(settings, roles={Role.API}) as fetcher:
         assert [d.name for d in fetcher.probes.readiness.dependencies] == ["sqlite"]
-        fetcher.api.on_job_recorded()  # nothing to wake in this process
 
 
 async def test_the_sql_adapters_share_one_engine_for_the_database(tmp_path: Path) -> None:
