@@ -22,6 +22,8 @@ from domain.errors import InvalidRequest
 from domain.identity import Permission
 from domain.tenant import Tenant
 from entrypoints.http.auth import BEARER_REQUIREMENT
+from entrypoints.http.body_errors import PREFIX as UNPARSABLE
+from entrypoints.http.body_errors import port_shown
 from entrypoints.http.errors import error_responses, status_of
 from entrypoints.http.guards import needs, requires_permission
 from entrypoints.http.job_routes import go_json, parse_id
@@ -117,7 +119,12 @@ async def _sent_connection(
     document = await request.json()
     port = document.get("port") if isinstance(document, dict) else None
     if port is not None and type(port) is not int:
-        raise InvalidRequest(entry=catalogue.UNPARSABLE_BODY)
+        problem = f"expected an integer, got {port_shown(port)}"
+        raise InvalidRequest(
+            f"{UNPARSABLE}: port: {problem}",
+            entry=catalogue.UNPARSABLE_BODY,
+            fields={"port": problem},
+        )
     return data.to_input()
 
 

@@ -15,6 +15,7 @@ from application.errors import AuthServiceRefused, PermissionDenied, Unauthentic
 from domain import error_catalogue as catalogue
 from domain.error_catalogue import CatalogueEntry, ErrorKind
 from domain.errors import FetcherError
+from entrypoints.http.body_errors import describe_invalid, describe_unparsable
 from entrypoints.http.schemas import ErrorBody
 
 log = logging.getLogger(__name__)
@@ -102,16 +103,20 @@ def _entry_response(status: int, entry: CatalogueEntry, message: str) -> Respons
     return error_response(status, entry.code, entry.title, message)
 
 
-def validation_error(_: Request[Any, Any, Any], error: ValidationException) -> Response[ErrorBody]:
+def validation_error(
+    request: Request[Any, Any, Any], error: ValidationException
+) -> Response[ErrorBody]:
+    """FET-0001 naming each JSON path that does not fit and what was expected there."""
     body = catalogue.UNPARSABLE_BODY
-    return _entry_response(status_of(body), body, body.message)
+    message, fields = describe_invalid(request, error.extra)
+    return error_response(status_of(body), body.code, body.title, message, fields)
 
 
 def http_error(request: Request[Any, Any, Any], error: HTTPException) -> Response[ErrorBody]:
     entry = _FRAMEWORK.get(error.status_code, catalogue.BAD_REQUEST)
     if error.status_code == 400:
         entry = catalogue.UNPARSABLE_BODY
-        message = entry.message
+        message = describe_unparsable(request, str(error.detail or ""))
     elif error.status_code in (404, 405):
         message = f"Cannot {request.method} {request.url.path}"
     else:

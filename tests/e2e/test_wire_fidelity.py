@@ -289,7 +289,11 @@ def test_a_port_go_cannot_decode_is_an_unparsable_body(production: Processes, po
         b'"userName":"reader","password":"secret"}'
     )
     error = refused(post_connection(production, body), "FET-0001")
-    assert (error["title"], error["message"]) == ("Invalid payload", "unable to parse request body")
+    # The reference's code, title and message, then where and what (a client matching the
+    # reference's message by prefix still matches).
+    assert error["title"] == "Invalid payload"
+    assert error["message"].startswith("unable to parse request body: port: expected an integer")
+    assert set(error["fields"]) == {"port"}
 
 
 def test_a_body_that_is_not_json_is_an_unparsable_body(production: Processes):
@@ -299,7 +303,11 @@ def test_a_body_that_is_not_json_is_an_unparsable_body(production: Processes):
         headers={**production.headers, "Content-Type": "text/plain"},
     )
     error = refused(response, "FET-0001")
-    assert (error["title"], error["message"]) == ("Invalid payload", "unable to parse request body")
+    assert error["title"] == "Invalid payload"
+    assert error["message"] == (
+        "unable to parse request body: the body must be JSON sent with the header "
+        "Content-Type: application/json"
+    )
 
 
 def test_the_reference_boundaries_are_accepted(production: Processes):

@@ -40,5 +40,5 @@ def assert_error(response, status, code, message=None):
     assert body["code"] == code, body
     assert set(body) <= {"code", "title", "message", "fields", "entityType"}
     if message is not None:
-        assert body["message"] == message
+        assert body["message"] == message, body["message"]
     return body

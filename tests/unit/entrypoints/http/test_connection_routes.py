@@ -132,7 +132,8 @@ async def test_create_refuses_bad_bodies_bad_ssl_internal_hosts_and_taken_names(
         ),
         400,
         "FET-0001",
-        "unable to parse request body",
+        "unable to parse request body: invalid JSON at line 1, column 2: "
+        "the body ends before the JSON is complete",
     )
     body = assert_error(
         await client.post(BASE, json={**BODY, "ssl": {"mode": "true"}}, headers=PRODUCT),
@@ -299,15 +300,26 @@ TYPES = "[ORACLE SQL_SERVER POSTGRESQL MONGODB MYSQL]"
 
 
 @pytest.mark.parametrize(
-    "raw_port", [b'"5432"', b"5432.0", b"5.432e3", b'"null"', b"true", b"[5432]"]
+    ("raw_port", "problem"),
+    [
+        (b'"5432"', 'expected an integer, got "5432"'),
+        (b"5432.0", "expected an integer, got 5432.0"),
+        (b"5.432e3", "expected an integer, got 5432.0"),
+        (b'"null"', 'expected an integer, got "null"'),
+        (b"true", "expected an integer or null, got true"),
+        (b"[5432]", "expected an integer or null, got an array"),
+    ],
 )
-async def test_create_refuses_a_port_go_cannot_decode_into_an_int(client, raw_port):
+async def test_create_refuses_a_port_go_cannot_decode_into_an_int(client, raw_port, problem):
+    """The reference's FET-0001 "unable to parse request body", and then where and what."""
     body = json.dumps({**BODY, "port": 1}).encode().replace(b'"port": 1', b'"port": ' + raw_port)
     response = await client.post(
         BASE, content=body, headers={**PRODUCT, "Content-Type": "application/json"}
     )
-    error = assert_error(response, 400, "FET-0001", "unable to parse request body")
-    assert error["title"] == "Invalid payload" and "fields" not in error
+    error = assert_error(
+        response, 400, "FET-0001", f"unable to parse request body: port: {problem}"
+    )
+    assert error["title"] == "Invalid payload" and error["fields"] == {"port": problem}
 
 
 async def test_create_request_rules_name_fields_as_sent_without_an_entity(client):
@@ -379,7 +391,7 @@ async def test_patch_changes_the_given_fields_and_refuses_what_create_refuses(cl
         ),
         400,
         "FET-0001",
-        "unable to parse request body",
+        'unable to parse request body: port: expected an integer, got "6543"',
     )
     lower = assert_error(await client.patch(path, json={"type": "mysql"}), 400, "FET-0001")
     assert lower["fields"] == {"type": f"type must be one of {TYPES}"}

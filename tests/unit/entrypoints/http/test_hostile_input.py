@@ -32,14 +32,18 @@ def nested(depth: int) -> str:
 )
 async def test_json_nested_beyond_the_decoder_is_a_parse_error(client, path, body):
     response = await client.post(path, content=body.encode(), headers={**JSON, **PRODUCT})
-    assert_error(response, 400, "FET-0001", "unable to parse request body")
+    assert_error(
+        response, 400, "FET-0001", "unable to parse request body: the JSON is nested too deeply"
+    )
 
 
 async def test_json_nested_beyond_the_decoder_on_patch(client):
     created = (await client.post(BASE, json=CONNECTION, headers=PRODUCT)).json()
     body = '{"metadata":' + "[" * 10_000 + "]" * 10_000 + "}"
     response = await client.patch(f"{BASE}/{created['id']}", content=body.encode(), headers=JSON)
-    assert_error(response, 400, "FET-0001", "unable to parse request body")
+    assert_error(
+        response, 400, "FET-0001", "unable to parse request body: the JSON is nested too deeply"
+    )
 
 
 async def test_job_metadata_nested_too_deeply_is_refused(client):

@@ -111,7 +111,8 @@ async def test_job_reads_back_in_the_go_form_its_messages_carry(client, app):
             {"dataRequest": {"mappedFields": {"pgsql": "nope"}}},
             400,
             "FET-0001",
-            "unable to parse request body",
+            "unable to parse request body: dataRequest.mappedFields[...]: expected an object, "
+            "got a string",
         ),
         (
             {"dataRequest": {"mappedFields": {"pgsql": {"t": ["a"]}}}, "metadata": {"source": "p"}},
@@ -129,7 +130,13 @@ async def test_malformed_json_bad_ids_and_unknown_paths_are_refused(client):
     response = await client.post(
         "/v1/fetcher", content=b"{nope", headers={"Content-Type": "application/json"}
     )
-    assert_error(response, 400, "FET-0001", "unable to parse request body")
+    assert_error(
+        response,
+        400,
+        "FET-0001",
+        "unable to parse request body: invalid JSON at line 1, column 2: "
+        "object keys must be strings",
+    )
     assert_error(await client.get("/v1/fetcher/not-a-uuid"), 400, "FET-0404", "invalid job id")
     assert_error(
         await client.get("/v1/fetcher/0190b8a0-0000-7000-8000-000000000001"), 404, "FET-1001"

@@ -16,7 +16,10 @@ from tests.support.connection_kit import make_kit
 from tests.support.http import PRODUCT, assert_error
 
 BODY = b'{"dataRequest": {"mappedFields": {"pgsql": {"accounts": ["id"]}}}, "metadata": {"source": "payments"}}'  # noqa: E501
-UNPARSABLE = "unable to parse request body"
+UNPARSABLE = (
+    "unable to parse request body: the body must be JSON sent with the header "
+    "Content-Type: application/json"
+)
 
 
 @pytest.mark.parametrize(
