@@ -13,7 +13,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from application.connection_directory import ConnectionDirectory
 from application.endpoints import EndpointFactory
-from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
+from application.errors import ConnectFailure, DatasourceError, ForbiddenHost, InvalidSslMode
 from application.extraction_plan import ExtractionError, build_reads
 from application.log_context import bind_log_fields
 from application.ports.clock import Clock, IdGenerator
@@ -162,7 +162,10 @@ class RequestJob:
         names = request.datasource_names
         found = await self.directory.resolve(names, tenant=tenant)
         if not found:
-            raise JobDatasourceNotFound()
+            named = ", ".join(f"'{name}'" for name in sorted(names))
+            raise JobDatasourceNotFound(
+                f"{JobDatasourceNotFound.default_message}: no connection is named {named}"
+            )
         for name in names:
             if name not in found:
                 missing = catalogue.MISSING_DATA_SOURCE
@@ -232,10 +235,21 @@ class RequestJob:
                 return error
             except (DatasourceError, TimeoutError, FetcherError) as error:
                 log.info("connection %s failed its test: %s", connection.config_name, error)
-                return ConnectionDown(f"Connection '{connection.config_name}' is not available")
+                return ConnectionDown(
+                    f"Connection '{connection.config_name}' is not available{_cause(error)}"
+                )
             return None
 
         results = await asyncio.gather(*(probe(c) for c in external))
         for error in results:
             if error is not None:
                 raise error
+
+
+def _cause(error: BaseException) -> str:
+    """The short, secret-free cause the adapter recognised (the one the connection's ``/test``
+    route gives), as a sentence to append; nothing when it recognised none."""
+    reason = error.reason if isinstance(error, DatasourceError) else None
+    if reason is None and isinstance(error, TimeoutError):
+        reason = ConnectFailure.TIMED_OUT
+    return f": {reason.value}" if reason is not None else ""

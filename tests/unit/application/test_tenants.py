@@ -132,7 +132,9 @@ async def test_a_job_naming_another_tenants_connection_fails_as_unknown_datasour
     error = await raises(
         mt.request_job({"theirs": {"accounts": ["id"]}}, None, SOURCE, tenant=A), "FET-1020"
     )
-    assert error.message == "No connections configured for the requested datasources"
+    assert error.message == (
+        "No connections configured for the requested datasources: no connection is named 'theirs'"
+    )
     await register(mt, A, "mine")
     error = await raises(
         mt.request_job(

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from adapters.crypto.sealing import open_result
+from application.errors import ConnectFailure, DatasourceError
 from domain.errors import ConcurrencyConflict, InvalidRequest
 from domain.job import JobRequested
 from domain.tenant import SINGLE_TENANT
@@ -106,7 +107,13 @@ async def test_active_job_blocks_even_after_five_minutes(app):
 @pytest.mark.parametrize(
     ("setup", "source", "code", "message"),
     [
-        (None, "payments", "FET-1020", "No connections configured for the requested datasources"),
+        (
+            None,
+            "payments",
+            "FET-1020",
+            "No connections configured for the requested datasources: "
+            "no connection is named 'pgsql'",
+        ),
         (
             "other",
             "payments",
@@ -153,6 +160,34 @@ async def test_unreachable_connection_is_refused_before_recording(app):
         "Connection 'pgsql' is not available",
     )
     assert await app.store.read_log(0, 10) == []
+
+
+@pytest.mark.parametrize(
+    ("raised", "cause"),
+    [
+        (
+            DatasourceError("x", reason=ConnectFailure.AUTHENTICATION_FAILED),
+            "authentication failed",
+        ),
+        (DatasourceError("x", reason=ConnectFailure.REFUSED), "the connection was refused"),
+        (TimeoutError(), "the connection timed out"),
+    ],
+)
+async def test_an_unreachable_connection_is_refused_with_the_cause_the_test_route_gives(
+    app, monkeypatch, raised, cause
+):
+    await app.connection()
+
+    async def failing(endpoint, timeout):
+        raise raised
+
+    monkeypatch.setattr(app.reader, "test", failing)
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    assert (caught.value.code, caught.value.message) == (
+        "FET-1040",
+        f"Connection 'pgsql' is not available: {cause}",
+    )
 
 
 async def test_a_connection_test_that_passed_lately_stands_for_the_next_jobs(app):

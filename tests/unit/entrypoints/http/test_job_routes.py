@@ -118,7 +118,8 @@ async def test_job_reads_back_in_the_go_form_its_messages_carry(client, app):
             {"dataRequest": {"mappedFields": {"pgsql": {"t": ["a"]}}}, "metadata": {"source": "p"}},
             400,
             "FET-1020",
-            "No connections configured for the requested datasources",
+            "No connections configured for the requested datasources: "
+            "no connection is named 'pgsql'",
         ),
     ],
 )
