@@ -334,10 +334,17 @@ class S3ResultStorage(ResultStorage):
             await self._client.head_bucket(Bucket=self._settings.bucket)
         except ClientError as e:
             code = _client_error_code(e)
+            bucket = self._settings.bucket
             if code in _NOT_FOUND:
-                raise StorageError(f"bucket not found: {self._settings.bucket}") from e
+                raise StorageRejected(
+                    f"bucket not found: '{bucket}' does not exist; create it, "
+                    "or set OBJECT_STORAGE_BUCKET to one that does"
+                ) from e
             if code in _DENIED:
-                raise StorageError(f"access denied to bucket {self._settings.bucket}") from e
+                raise StorageRejected(
+                    f"access denied to bucket '{bucket}': check OBJECT_STORAGE_ACCESS_KEY_ID "
+                    "and its secret, and the bucket's policy"
+                ) from e
             raise StorageError(f"s3 head bucket failed: {code or 'error'}") from e
         except (BotoCoreError, aiohttp.ClientError, OSError) as e:
             raise StorageError(f"s3 storage unreachable: {type(e).__name__}") from e

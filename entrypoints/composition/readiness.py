@@ -24,6 +24,7 @@ from adapters.common.postgres import reach
 from adapters.messaging.rabbitmq_probe import reach_broker
 from adapters.messaging.unroutable import UnroutableMessages
 from adapters.metrics.prometheus import PrometheusMetrics
+from application.errors import StorageRejected
 from application.readiness import CHECK_TIMEOUT_SECONDS, Check, Dependency, Readiness, sanitize
 from application.retrying import sleep_unless
 from entrypoints.composition.infrastructure import reach_result_storage
@@ -92,8 +93,10 @@ def needed_by(settings: Settings, roles: Collection[Role]) -> list[Needed]:
 
 
 def cause_of(error: BaseException) -> str:
-    """The innermost cause's first line, free of secrets and addresses."""
-    while error.__cause__ is not None:
+    """The innermost cause's first line, free of secrets and addresses; a storage refusal
+    (a missing bucket, access denied) is said in its own words, which name the fix, rather
+    than as the HTTP status under it."""
+    while error.__cause__ is not None and not isinstance(error, StorageRejected):
         error = error.__cause__
     text = (str(error).strip().splitlines() or [""])[0]
     return sanitize(text) or type(error).__name__
