@@ -41,6 +41,9 @@ class ErrorKind(Enum):
     UNPROCESSABLE = "unprocessable"
     RATE_LIMITED = "rate_limited"
     UNAVAILABLE = "unavailable"
+    UPSTREAM = "upstream"
+    """A server Fetcher was asked to reach answered wrongly or not at all (a datasource
+    under test): not Fetcher's own failure."""
     INTERNAL = "internal"
 
 
@@ -316,7 +319,7 @@ CONNECTION_DOWN: Final = CatalogueEntry(
 CONNECTION_TEST_FAILED: Final = CatalogueEntry(
     "FET-1041",
     "Database Connection Error",
-    ErrorKind.INTERNAL,
+    ErrorKind.UPSTREAM,
     "The adapter failed to connect to the target data source. "
     "Check credentials and network access.",
 )

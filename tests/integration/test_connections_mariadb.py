@@ -118,7 +118,7 @@ async def test_failures_are_named_without_secrets(api: Api, mariadb: tuple[str, 
     assert "not the password" not in response.text
     missing = await _create(api, mariadb, configName="maria_gone", databaseName="no_such_db")
     response = await api.client.get(f"{BASE}/{missing['id']}/schema")
-    assert response.status_code == 500 and response.json()["code"] == "FET-1041"
+    assert response.status_code == 502 and response.json()["code"] == "FET-1041"
     bad_mode = {"configName": "maria_tls", "ssl": {"mode": "verify-full"}}
     refused = await api.client.post(
         BASE,

@@ -399,7 +399,7 @@ async def test_verify_full_with_a_wrong_ca_fails_clearly(api: Api, tls_server: T
         assert body["code"] == "FET-1041" and body["title"] == "Database Connection Error"
         assert body["message"].endswith("Cause: the server certificate could not be verified.")
         schema = await api.client.get(f"{BASE}/{created['id']}/schema")
-        assert schema.status_code == 500 and schema.json()["code"] == "FET-1041"
+        assert schema.status_code == 502 and schema.json()["code"] == "FET-1041"
 
 
 async def test_verify_full_refuses_a_certificate_for_another_name_that_verify_ca_accepts(

@@ -191,7 +191,8 @@ OWN = {
     "FET-0009": (500, "Auth Service Error"),
     "FET-1022": (409, "Invalid Job Transition"),
     "FET-1023": (500, "Extraction Failed"),
-    "FET-1041": (500, "Database Connection Error"),
+    # 502, not the reference's 500: the datasource failed, not Fetcher (docs/api/errors.md).
+    "FET-1041": (502, "Database Connection Error"),
     "FET-1042": (500, "Schema Retrieval Error"),
     "FET-1043": (429, "Rate Limit Exceeded"),
 }

@@ -50,7 +50,7 @@ async def test_check_reports_an_unknown_id_a_failed_dial_with_its_cause_and_a_fo
     await raises(kit.services.check(uuid4(), tenant=SINGLE_TENANT), "FET-1001")
     app.reader.database("db.local", "pgsql").fail_connect = True
     error = await raises(kit.services.check(created.id, tenant=SINGLE_TENANT), "FET-1041")
-    assert error.title == "Database Connection Error" and error.kind.value == "internal"
+    assert error.title == "Database Connection Error" and error.kind.value == "upstream"
     assert error.message == (
         "The adapter failed to connect to the target data source. "
         "Check credentials and network access."

@@ -445,7 +445,7 @@ async def test_connection_test_reports_latency_failures_and_its_rate_limit(clien
     kit.reader.errors["test"] = ForbiddenHost()
     assert_error(await client.post(path), 400, "FET-0414")
     kit.reader.errors["test"] = DatasourceUnavailable("failed to connect to datasource")
-    body = assert_error(await client.post(path), 500, "FET-1041", CONNECT_FAILED)
+    body = assert_error(await client.post(path), 502, "FET-1041", CONNECT_FAILED)
     assert body["title"] == "Database Connection Error"
     for _ in range(7):
         await client.post(path)
@@ -465,7 +465,7 @@ async def test_connection_test_names_a_tls_failure(client, kit):
     )
     error.__cause__ = ssl.SSLCertVerificationError(1, "certificate verify failed")
     kit.reader.errors["test"] = error
-    body = assert_error(await client.post(f"{BASE}/{created['id']}/test"), 500, "FET-1041")
+    body = assert_error(await client.post(f"{BASE}/{created['id']}/test"), 502, "FET-1041")
     assert (
         body["message"] == CONNECT_FAILED + " Cause: the server certificate could not be verified."
     )
@@ -491,7 +491,7 @@ async def test_schema_lists_tables_with_sorted_columns_and_names_its_failures(cl
     assert (await client.get(f"{BASE}/{LEDGER_ID}/schema")).status_code == 200
     assert_error(await client.get(f"{BASE}/{uuid4()}/schema"), 404, "FET-1001")
     kit.reader.errors["discover"] = DatasourceUnavailable("failed to connect to datasource")
-    assert_error(await client.get(f"{BASE}/{created['id']}/schema"), 500, "FET-1041")
+    assert_error(await client.get(f"{BASE}/{created['id']}/schema"), 502, "FET-1041")
     kit.reader.errors["discover"] = DatasourceError("boom", stage="discover")
     body = assert_error(
         await client.get(f"{BASE}/{created['id']}/schema"),
