@@ -93,8 +93,15 @@ class EntityConflict(Conflict):
 
     entry = catalogue.ENTITY_CONFLICT
 
-    def __init__(self, entity: str) -> None:
-        super().__init__(self.entry.render(entity=entity))
+    def __init__(self, entity: str, *, field: str | None = None, value: str | None = None) -> None:
+        """``field`` (as the API names it) and ``value`` say which attribute is taken."""
+        message = self.entry.render(entity=entity)
+        fields = None
+        if field is not None:
+            taken = f"'{value}' is already used by another {entity}"
+            message = f"{message} {field} {taken}."
+            fields = {field: taken}
+        super().__init__(message, fields=fields)
 
 
 class InvalidTransition(FetcherError):

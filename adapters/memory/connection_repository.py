@@ -73,7 +73,7 @@ class InMemoryConnectionRepository(ConnectionRepository):
         if connection.id in self._rows or self._name_taken(
             connection.config_name, connection.tenant
         ):
-            raise EntityConflict("connection")
+            raise EntityConflict("connection", field="configName", value=connection.config_name)
         self._rows[connection.id] = _Row(_normalised(connection, connection.created_at))
 
     async def get(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None:
@@ -129,7 +129,7 @@ class InMemoryConnectionRepository(ConnectionRepository):
         if row.connection.version != connection.version - 1:
             raise ConcurrencyConflict(f"connection {connection.id} was changed by someone else")
         if self._name_taken(connection.config_name, connection.tenant, except_id=connection.id):
-            raise EntityConflict("connection")
+            raise EntityConflict("connection", field="configName", value=connection.config_name)
         created_at = row.connection.created_at or connection.updated_at
         row.connection = _normalised(connection, created_at)
         return _copy(row.connection)

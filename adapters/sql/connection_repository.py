@@ -90,7 +90,9 @@ class SqlaConnectionRepository(ConnectionRepository):
                 async with self._engine.begin() as conn:
                     await conn.execute(insert(connections).values(_to_row(connection)))
             except sa_exc.IntegrityError as e:
-                raise EntityConflict("connection") from e
+                raise EntityConflict(
+                    "connection", field="configName", value=connection.config_name
+                ) from e
 
     async def get(self, connection_id: UUID, *, tenant: Tenant) -> Connection | None:
         async with self._guard(), self._reads.connect() as conn:
@@ -179,7 +181,9 @@ class SqlaConnectionRepository(ConnectionRepository):
                         ).first()
                     )
             except sa_exc.IntegrityError as e:
-                raise EntityConflict("connection") from e
+                raise EntityConflict(
+                    "connection", field="configName", value=connection.config_name
+                ) from e
         if row is not None:
             return _from_row(row._mapping)
         if not exists:

@@ -100,7 +100,9 @@ class ConnectionRepositoryContract:
 
         assert raised.value.code == "FET-1002"
         assert raised.value.title == "Conflict"
-        assert raised.value.message == FET_1002_MESSAGE
+        taken = "'billing' is already used by another connection"
+        assert raised.value.message == f"{FET_1002_MESSAGE} configName {taken}."
+        assert raised.value.fields == {"configName": taken}
 
     async def test_config_name_is_free_again_after_soft_delete(self, repo: Repository) -> None:
         first = _connection("billing")

@@ -402,7 +402,8 @@ async def test_patch_changes_the_given_fields_and_refuses_what_create_refuses(cl
     assert_error(await client.patch(f"{BASE}/{uuid4()}", json={"port": 1}), 404, "FET-1001")
     assert_error(await client.patch(f"{BASE}/{LEDGER_ID}", json={"port": 1}), 404, "FET-1001")
     await create(client, configName="taken")
-    assert_error(await client.patch(path, json={"configName": "taken"}), 409, "FET-1002")
+    conflict = assert_error(await client.patch(path, json={"configName": "taken"}), 409, "FET-1002")
+    assert conflict["fields"] == {"configName": "'taken' is already used by another connection"}
 
 
 async def test_delete_answers_204_then_404_and_never_deletes_an_internal_datasource(client):
