@@ -10,7 +10,8 @@ a filter value that does not convert to its column's type.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +97,17 @@ def _filters_by_table(
     return merged
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x' or 'y'?)`` naming up to three known names closest to ``name``
+    (case aside), or nothing when none is close."""
+    names = list(known)
+    by_folded = {each.casefold(): each for each in names}
+    close = difflib.get_close_matches(name.casefold(), list(by_folded), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"'{by_folded[each]}'" for each in close) + "?)"
+
+
 def build_reads(
     config_name: str,
     connection: Connection,
@@ -109,7 +121,10 @@ def build_reads(
     for key, fields in mapped.items():
         table = schema.tables.get(key)
         if table is None:
-            raise validation_error(f"table '{key}' not found in datasource '{config_name}'")
+            raise validation_error(
+                f"table '{key}' not found in datasource '{config_name}'"
+                + did_you_mean(key, schema.tables)
+            )
         if fields == [WILDCARD]:
             columns = table.columns
         else:
@@ -117,7 +132,10 @@ def build_reads(
             for field in fields:
                 column = table.column(normalise_field(connection.type, field))
                 if column is None:
-                    raise validation_error(f"field '{field}' not found in '{config_name}.{key}'")
+                    raise validation_error(
+                        f"field '{field}' not found in '{config_name}.{key}'"
+                        + did_you_mean(field, [c.name for c in table.columns])
+                    )
                 picked.append(column)
             columns = tuple(picked)
         conditions: dict[str, dict[str, tuple[Any, ...]]] = {}

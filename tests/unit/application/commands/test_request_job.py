@@ -275,6 +275,33 @@ async def test_request_is_checked_against_a_known_schema(app, mapped, filters, f
     assert await app.store.read_log(0, 10) == []
 
 
+@pytest.mark.parametrize(
+    ("mapped", "suggestion"),
+    [
+        (
+            {"pgsql": {"acounts": ["id"]}},
+            "table 'acounts' not found in datasource 'pgsql' (did you mean 'accounts'?)",
+        ),
+        (
+            {"pgsql": {"accounts": ["Nmae"]}},
+            "field 'Nmae' not found in 'pgsql.accounts' (did you mean 'name'?)",
+        ),
+    ],
+)
+async def test_an_unknown_table_or_field_is_refused_with_the_closest_names(app, mapped, suggestion):
+    await _with_known_schema(app)
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job(mapped, None, SOURCE, tenant=SINGLE_TENANT)
+    assert suggestion in caught.value.message
+
+
+def test_no_suggestion_when_nothing_is_close():
+    from application.extraction_plan import did_you_mean
+
+    assert did_you_mean("zzz", ["accounts", "orders"]) == ""
+    assert did_you_mean("ORDER", ["accounts", "Orders"]) == " (did you mean 'Orders'?)"
+
+
 async def test_valid_request_passes_a_known_schema_and_unknown_ones_are_left_to_the_worker(app):
     await _with_known_schema(app)
     ok = await app.request_job(
