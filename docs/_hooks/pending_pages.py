@@ -19,8 +19,6 @@ from typing import Any
 PENDING = frozenset(
     {
         "api/errors.md",
-        "design/composition.md",
-        "design/event-store.md",
     }
 )
 
