@@ -111,7 +111,7 @@ async def test_test_discover_validate_and_request_a_job(api: Api, mariadb: tuple
 async def test_failures_are_named_without_secrets(api: Api, mariadb: tuple[str, str]) -> None:
     wrong = await _create(api, mariadb, password="not the password")
     response = await api.client.post(f"{BASE}/{wrong['id']}/test")
-    assert response.status_code == 500
+    assert response.status_code == 502
     body = response.json()
     assert body["code"] == "FET-1041"
     assert body["message"].endswith("Cause: authentication failed.")

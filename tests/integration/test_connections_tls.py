@@ -394,7 +394,7 @@ async def test_verify_full_with_a_wrong_ca_fails_clearly(api: Api, tls_server: T
             api, tls_server, f"wrong_{mode}", ssl={"mode": mode, "ca": tls_server.pki.wrong_ca}
         )
         response = await _test(api, created)
-        assert response.status_code == 500, response.text
+        assert response.status_code == 502, response.text
         body = response.json()
         assert body["code"] == "FET-1041" and body["title"] == "Database Connection Error"
         assert body["message"].endswith("Cause: the server certificate could not be verified.")
@@ -412,7 +412,7 @@ async def test_verify_full_refuses_a_certificate_for_another_name_that_verify_ca
             ssl={"mode": "verify-full", "ca": ca},
         )  # fmt: skip
         response = await _test(api, full)
-        assert response.status_code == 500, response.text
+        assert response.status_code == 502, response.text
         assert response.json()["code"] == "FET-1041"
         assert response.json()["message"].endswith(
             "Cause: the server certificate could not be verified."
@@ -450,7 +450,7 @@ async def test_client_certificate_and_key_are_presented(api: Api, tls_server: Tl
         userName="certuser",
         ssl={"mode": "verify-full", "ca": pki.ca},
     )
-    assert (await _test(api, without)).status_code == 500
+    assert (await _test(api, without)).status_code == 502
     with_cert = await _register(
         api,
         tls_server,
@@ -470,7 +470,7 @@ async def test_any_password_reaches_the_server_and_a_wrong_one_is_named(
     assert (await _test(api, plain)).status_code == 200
     wrong = await _register(api, tls_server, "wrong_pw", password="not it")
     response = await _test(api, wrong)
-    assert response.status_code == 500
+    assert response.status_code == 502
     assert response.json()["message"].endswith("Cause: authentication failed.")
     assert "not it" not in response.text and PASSWORD not in response.text
 
