@@ -45,6 +45,7 @@ from bench_job import (
     _admin,
     cpu_seconds,
     prepare,
+    provision_broker,
     register_connection,
     table_name,
 )
@@ -185,6 +186,9 @@ def service_round(
     logs.mkdir()
     service = Service(run.service_env(store_db), logs)
     try:
+        # The broker as an operator provisions it: the api declares nothing by default and
+        # its probe of the topology keeps it unready without it.
+        provision_broker(service.env)
         service._spawn("api")
         service._wait_ready(("api",))
         asyncio.run(register(service.api))
