@@ -7,7 +7,7 @@ with its request slot (what a submission writes), on a fresh database. Interleav
 
   each      every append its own ``insert_events`` call, on the store's thread pool (the
             store's behaviour before group commit)
-  grouped   ``EventsourcingJobEventStore.append`` (group commit)
+  grouped   ``PostgresJobEventStore.append`` (group commit)
 
 Printed: appends/s, transactions, appends per transaction, and the ratio grouped / each.
 
@@ -32,7 +32,7 @@ from bench_job import _admin, pg_url  # noqa: E402
 from load import load_average  # noqa: E402
 
 from adapters.common.postgres import PostgresAddress  # noqa: E402
-from adapters.eventstore.store import EventsourcingJobEventStore  # noqa: E402
+from adapters.eventstore.store import event_store_for  # noqa: E402
 from domain import dedup  # noqa: E402
 from domain.job import request_job  # noqa: E402
 from domain.request import ExtractionRequest  # noqa: E402
@@ -49,7 +49,7 @@ def submission() -> list:
 
 
 async def one_round(database: str, mode: str, clients: int, appends: int) -> tuple[float, int]:
-    store = EventsourcingJobEventStore.for_database(PostgresAddress.from_url(pg_url(database)))
+    store = event_store_for(PostgresAddress.from_url(pg_url(database)))
     await store.open()
     transactions = 0
     insert = store._insert

@@ -71,11 +71,11 @@ def _drop(name: str) -> None:
 def _open(name: str):  # type: ignore[no-untyped-def]
     from adapters.audit.checkpoints import SqlCheckpointStore
     from adapters.common.postgres import PostgresAddress
-    from adapters.eventstore.store import EventsourcingJobEventStore
+    from adapters.eventstore.store import event_store_for
 
     address = PostgresAddress.from_url(f"{PG}/{name}")
     return (
-        EventsourcingJobEventStore.for_database(address),
+        event_store_for(address),
         SqlCheckpointStore.for_database(address),
     )
 

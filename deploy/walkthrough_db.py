@@ -8,10 +8,11 @@ development machines); the table is walkthrough_accounts in its public schema. I
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from urllib.parse import urlsplit
 
-import psycopg
+import asyncpg
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 STATEMENTS = (
@@ -28,11 +29,8 @@ def main(argv: list[str]) -> int:
     parts = urlsplit(url)
     where = f"{parts.hostname}:{parts.port or 5432}/{parts.path.lstrip('/')}"
     try:
-        with psycopg.connect(url, connect_timeout=5) as connection:
-            for statement in STATEMENTS:
-                connection.execute(statement)
-            rows = connection.execute("SELECT count(*) FROM walkthrough_accounts").fetchone()
-    except psycopg.Error as error:
+        rows = asyncio.run(prepare(url))
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
         message = " ".join(str(error).split())
         print(f"walkthrough-db: cannot prepare {where}: {message}", file=sys.stderr)
         print(
@@ -41,8 +39,19 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"walkthrough_accounts is ready in {where} ({rows[0] if rows else 0} rows)")
+    print(f"walkthrough_accounts is ready in {where} ({rows} rows)")
     return 0
+
+
+async def prepare(url: str) -> int:
+    """Creates and fills the table; how many rows it holds."""
+    connection = await asyncpg.connect(url, timeout=5)
+    try:
+        for statement in STATEMENTS:
+            await connection.execute(statement)
+        return int(await connection.fetchval("SELECT count(*) FROM walkthrough_accounts"))
+    finally:
+        await connection.close()
 
 
 if __name__ == "__main__":

@@ -55,8 +55,6 @@ class ContextFilter(logging.Filter):
 CONNECTION_LIBRARIES = (
     "aiormq",
     "aio_pika",
-    "psycopg",
-    "psycopg_pool",
     "asyncpg",
     "sqlalchemy.pool",
     "botocore",

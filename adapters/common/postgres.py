@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-import psycopg
+import asyncpg
 
 from domain.errors import Unavailable
 
@@ -14,7 +14,7 @@ from domain.errors import Unavailable
 class PostgresAddress:
     """A PostgreSQL database, from a ``postgresql://user:pass@host:port/dbname`` URL.
 
-    The URL is parsed once, here; the event store (psycopg) and the SQL adapters (SQLAlchemy on
+    The URL is parsed once, here; the event store (asyncpg) and the SQL adapters (SQLAlchemy on
     asyncpg) each connect from these fields. ``options`` are the URL's query parameters, which
     only the SQLAlchemy engine passes on (as asyncpg connect arguments).
     """
@@ -49,14 +49,15 @@ async def reach(address: PostgresAddress, *, timeout: float = 5.0) -> None:
     """Opens one connection to the database and closes it: raises ``Unavailable`` (its cause
     the driver's error) when the server cannot be reached or refuses the login."""
     try:
-        connection = await psycopg.AsyncConnection.connect(
+        connection = await asyncpg.connect(
             host=address.host,
             port=address.port,
-            dbname=address.database,
+            database=address.database,
             user=address.user,
             password=address.password,
-            connect_timeout=max(1, round(timeout)),
+            timeout=timeout,
+            statement_cache_size=0,
         )
-    except psycopg.Error as error:
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
         raise Unavailable("the database cannot be reached") from error
     await connection.close()

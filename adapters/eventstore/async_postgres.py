@@ -1,16 +1,14 @@
-"""The event store's statements on PostgreSQL, on asyncpg: reading one stream, reading the
-notification log (decoded, or as stored for the audit), and inserting events in the library's
-commit-ordered way.
+"""The event store's tables on PostgreSQL and every statement on them, on asyncpg.
 
-``eventsourcing``'s PostgreSQL recorder is synchronous (psycopg), so the store calls it on a
-thread pool. A job's submission and run read a stream and append to it several times each; on
-the recorder, every one of those is a hop to the pool and back and psycopg's Python-level work
-(its pipeline, the text dump of the composite array). These two statements run here instead,
-on the event loop, against the library's own tables: same columns, same order, same table lock and
-``NOTIFY`` in each inserting transaction (so notification ids still commit in order and the
-listeners still wake), same refusal of a version taken twice (``RecordConflictError``). Every
-other use of the tables (trackings, table creation, the last notification id) stays on the
-library.
+Fetcher owns these tables. Their layout is the one ``eventsourcing`` 9.5's PostgreSQL recorder
+creates (``stored_events`` with ``notification_id bigserial`` and its unique index, and the
+single-row ``notification_tracking`` with the library's ``__migration__`` row), so a database
+written by the library's recorder is read in place; from here on the DDL below is the
+definition. Each inserting transaction takes the events table's lock and runs ``NOTIFY`` on
+the table's channel, so notification ids commit in order and listeners wake only on commit; a
+version taken twice is ``RecordConflictError``. A follower's position only moves forward (a
+conditional upsert). The library's recorder is not used on PostgreSQL: the library is
+synchronous, and this keeps one driver and one pool per database, on the event loop.
 """
 
 from __future__ import annotations
@@ -60,22 +58,37 @@ async def _keep_session(connection: asyncpg.Connection) -> None:
     nothing that outlives their transaction, so asyncpg's reset (a round trip) is not needed."""
 
 
+EVENTS_TABLE = "stored_events"
+TRACKING_TABLE = "notification_tracking"
+RESERVED_FOLLOWER = "__migration__"
+"""The library's own row in the tracking table (its table-layout version)."""
+
+_AUTOVACUUM = (
+    "WITH (autovacuum_enabled = true, autovacuum_vacuum_threshold = 100000000, "
+    "autovacuum_vacuum_scale_factor = 0.5, autovacuum_analyze_threshold = 1000, "
+    "autovacuum_analyze_scale_factor = 0.01)"
+)
+
+# Processes starting together serialise their DDL on this lock (a race on
+# ``CREATE TABLE IF NOT EXISTS`` is otherwise a unique violation in the catalog).
+_DDL_LOCK = 0x6665746368657231  # "fetcher1"
+
+
 class AsyncPostgresEvents:
-    """Reads and inserts on the library's events table ``schema.table``.
+    """The events table ``schema.stored_events`` and the tracking table
+    ``schema.notification_tracking``, on one asyncpg pool.
 
     ``attempts``: how often a statement meeting a broken or unreachable connection is tried
-    (with ``retry_wait`` seconds between), as the library's recorder retries; 2 for a process
-    that answers requests (a pooled connection dropped by a database restart is replaced at
-    once, a database that is down is ``Unavailable`` within ``connect_timeout``).
+    (with ``retry_wait`` seconds between); 2 for a process that answers requests (a pooled
+    connection dropped by a database restart is replaced at once, a database that is down is
+    ``Unavailable`` within ``connect_timeout``).
     """
 
     def __init__(
         self,
         address: PostgresAddress,
         *,
-        schema: str,
-        table: str,
-        channel: str,
+        schema: str = "public",
         pool_size: int = 8,
         connect_timeout: float = 5.0,
         lock_timeout: int = 10,
@@ -83,11 +96,29 @@ class AsyncPostgresEvents:
         retry_wait: float = 0.2,
     ) -> None:
         self._address = address
+        self._schema = schema
         self._pool_size = max(1, pool_size)
         self._connect_timeout = connect_timeout
         self._attempts = max(1, attempts)
         self._retry_wait = retry_wait
-        name = f"{_quote(schema)}.{_quote(table)}"
+        self.channel = EVENTS_TABLE
+        """The channel every inserting transaction notifies (``adapters.eventstore.listener``)."""
+        name = f"{_quote(schema)}.{_quote(EVENTS_TABLE)}"
+        tracking = f"{_quote(schema)}.{_quote(TRACKING_TABLE)}"
+        self._ddl = [
+            f"SELECT pg_advisory_xact_lock({_DDL_LOCK})",
+            *([f"CREATE SCHEMA IF NOT EXISTS {_quote(schema)}"] if schema != "public" else []),
+            f"CREATE TABLE IF NOT EXISTS {name} (originator_id uuid NOT NULL, "
+            "originator_version bigint NOT NULL, topic text, state bytea, "
+            "notification_id bigserial, PRIMARY KEY (originator_id, originator_version)) "
+            + _AUTOVACUUM,
+            f"CREATE UNIQUE INDEX IF NOT EXISTS {_quote(EVENTS_TABLE + '_notification_id_idx')} "
+            f"ON {name} (notification_id ASC)",
+            f"CREATE TABLE IF NOT EXISTS {tracking} (application_name text, "
+            "notification_id bigint, PRIMARY KEY (application_name)) " + _AUTOVACUUM,
+            f"INSERT INTO {tracking} VALUES ('{RESERVED_FOLLOWER}', 1) "
+            "ON CONFLICT (application_name) DO NOTHING",
+        ]
         self._select = (
             "SELECT originator_id, originator_version, topic, state "
             f"FROM {name} WHERE originator_id = $1 "
@@ -104,16 +135,85 @@ class AsyncPostgresEvents:
         )
         self._lock = (
             f"SET LOCAL lock_timeout = '{int(lock_timeout)}s'; "
-            f"LOCK TABLE {name} IN EXCLUSIVE MODE; NOTIFY {_quote(channel)}"
+            f"LOCK TABLE {name} IN EXCLUSIVE MODE; NOTIFY {_quote(self.channel)}"
         )
         self._insert = (
             f"INSERT INTO {name} (originator_id, originator_version, topic, state) "
             "SELECT * FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::bytea[]) "
             "RETURNING notification_id"
         )
+        self._max_id = f"SELECT MAX(notification_id) FROM {name}"
+        self._position = f"SELECT notification_id FROM {tracking} WHERE application_name = $1"
+        self._advance = (
+            f"INSERT INTO {tracking} AS t VALUES ($1, $2) ON CONFLICT (application_name) "
+            "DO UPDATE SET notification_id = excluded.notification_id "
+            "WHERE t.notification_id < excluded.notification_id RETURNING notification_id"
+        )
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
         self._closed = False
+
+    async def create_tables(self) -> None:
+        """Creates the tables where missing, in one transaction; a table set the library
+        wrote is used as it is."""
+
+        async def attempt() -> None:
+            pool = await self._connect()
+            async with pool.acquire() as connection, connection.transaction():
+                for statement in self._ddl:
+                    await connection.execute(statement)
+
+        try:
+            await self._retrying(attempt)
+        except asyncpg.InvalidColumnReferenceError as error:
+            raise Unavailable(
+                f"the tracking table {self._schema}.{TRACKING_TABLE} has the multi-row layout "
+                "of eventsourcing before 9.5; open the database once with Fetcher 0.1 to "
+                "migrate it"
+            ) from error
+
+    async def max_notification_id(self) -> int:
+        """The newest notification id, 0 when the log is empty."""
+
+        async def attempt() -> int:
+            pool = await self._connect()
+            return int(await pool.fetchval(self._max_id) or 0)
+
+        return await self._retrying(attempt)
+
+    async def position(self, follower: str) -> int:
+        """The follower's recorded position, 0 when it has none."""
+
+        async def attempt() -> int:
+            pool = await self._connect()
+            return int(await pool.fetchval(self._position, follower) or 0)
+
+        return await self._retrying(attempt)
+
+    async def advance(self, follower: str, notification_id: int) -> bool:
+        """Records the position when it is past the recorded one; False when that position
+        or a later one was recorded first. One statement: safe to try again."""
+
+        async def attempt() -> bool:
+            pool = await self._connect()
+            return await pool.fetchval(self._advance, follower, notification_id) is not None
+
+        return await self._retrying(attempt)
+
+    async def ping(self) -> None:
+        """One round trip, without waiting between tries: ``Unavailable`` when the database
+        cannot be used. A pooled connection the database dropped is replaced (a second try on a
+        new one), so a restart that is over does not read as an outage."""
+        for attempt in (1, 2):
+            try:
+                pool = await self._connect()
+                async with asyncio.timeout(self._connect_timeout + 1):
+                    await pool.fetchval("SELECT 1")
+                return
+            except _TRANSIENT as error:
+                if attempt == 2 or not isinstance(error, _CONNECTION_ERRORS):
+                    raise Unavailable("the event store cannot be reached") from error
+                await pool.expire_connections()
 
     async def _connect(self) -> asyncpg.Pool:
         if self._closed:
@@ -132,6 +232,7 @@ class AsyncPostgresEvents:
                     min_size=0,
                     max_size=self._pool_size,
                     max_inactive_connection_lifetime=60.0,
+                    server_settings={"application_name": "fetcher-eventstore"},
                     reset=_keep_session,
                     # Each statement is prepared once per connection; no statement cache
                     # beyond these few is needed.

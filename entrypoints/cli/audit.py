@@ -27,7 +27,7 @@ from adapters.crypto.audit_signing import (
     fingerprint,
 )
 from adapters.crypto.keys import InvalidMasterKey, KeyRing
-from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.eventstore.store import EventStore, event_store_for
 from application.audit.bundle import (
     Bound,
     BundleError,
@@ -68,11 +68,11 @@ def _bound(text: str | None, name: str) -> Bound:
 @contextlib.asynccontextmanager
 async def _open_store(
     settings: Settings,
-) -> AsyncIterator[tuple[EventsourcingJobEventStore, SqlCheckpointStore]]:
+) -> AsyncIterator[tuple[EventStore, SqlCheckpointStore]]:
     database = settings.database
     if not database.configured and not database.event_store_file.exists():
         raise AuditToolError(f"no event store at {database.event_store_file}")
-    store = EventsourcingJobEventStore.for_database(database.postgres or database.event_store_file)
+    store = event_store_for(database.postgres or database.event_store_file)
     checkpoints = SqlCheckpointStore.for_database(database.postgres or database.event_store_file)
     try:
         await checkpoints.create_schema()

@@ -18,7 +18,7 @@ from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
 from adapters.crypto.signing import HmacMessageSigner
 from adapters.datasources.registry import EngineRegistry
 from adapters.eventstore.listener import PostgresLogWatch
-from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.eventstore.store import EventStore, event_store_for
 from adapters.messaging.local import InProcessWorkQueue, JsonlJobEventPublisher
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
@@ -65,14 +65,12 @@ KEY_FILE = "master.key"
 @contextlib.asynccontextmanager
 async def open_event_store(
     settings: Settings, *, fail_fast: bool = False
-) -> AsyncIterator[EventsourcingJobEventStore]:
+) -> AsyncIterator[EventStore]:
     """The event store on PostgreSQL, or on its SQLite file; its tables are created now.
     ``fail_fast``: for a process that answers requests (an outage is ``Unavailable`` within
     seconds instead of after the library's retries)."""
     database = settings.database
-    store = EventsourcingJobEventStore.for_database(
-        database.postgres or database.event_store_file, fail_fast=fail_fast
-    )
+    store = event_store_for(database.postgres or database.event_store_file, fail_fast=fail_fast)
     try:
         try:
             await store.open()
@@ -85,7 +83,7 @@ async def open_event_store(
         await store.close()
 
 
-def log_watch_for(settings: Settings, store: EventsourcingJobEventStore) -> LogWatch | None:
+def log_watch_for(settings: Settings, store: EventStore) -> LogWatch | None:
     """How the followers hear the log grow in other processes: on PostgreSQL, by listening on
     the channel the event store notifies when it inserts; elsewhere there is no other process
     to hear (the embedded default wakes its followers in-process)."""

@@ -23,7 +23,7 @@ from adapters.audit.checkpoints import SqlCheckpointStore
 from adapters.common.postgres import PostgresAddress
 from adapters.crypto.audit_signing import AuditKeys, encode_public
 from adapters.crypto.keys import KeyRing
-from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.eventstore.store import event_store_for
 from domain import job as jobs
 from domain.audit_chain import parse_state
 from domain.tenant import SINGLE_TENANT
@@ -101,7 +101,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 
 async def _history(backend: Backend, **kwargs: int) -> list[UUID]:
-    store = EventsourcingJobEventStore.for_database(backend.database)
+    store = event_store_for(backend.database)
     checkpoints = SqlCheckpointStore.for_database(backend.database)
     try:
         await store.open()
@@ -202,7 +202,7 @@ async def test_a_replaced_checkpoint_signature_is_named(backend: Backend) -> Non
 
 
 async def test_a_store_written_before_chaining_verifies_as_unchained(backend: Backend) -> None:
-    store = EventsourcingJobEventStore.for_database(backend.database)
+    store = event_store_for(backend.database)
     try:
         ids = await record_jobs(store, FakeClock(), 2)
     finally:
@@ -251,12 +251,12 @@ async def test_a_process_that_did_not_read_the_job_links_to_its_stored_head(
     previous event's digest is then read from the database."""
     clock = FakeClock()
     requested = jobs.request_job(uuid4(), audit_request(), clock.now(), tenant=SINGLE_TENANT)
-    first = EventsourcingJobEventStore.for_database(backend.database)
+    first = event_store_for(backend.database)
     try:
         await first.append([requested])
     finally:
         await first.close()
-    second = EventsourcingJobEventStore.for_database(backend.database)
+    second = event_store_for(backend.database)
     try:
         job = jobs.apply(requested, None)
         await second.append([jobs.claim(job, "w1", clock.now(), timedelta(minutes=1))])

@@ -13,7 +13,7 @@ import pytest
 
 from adapters.common.postgres import PostgresAddress
 from adapters.eventstore.listener import PostgresLogWatch
-from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.eventstore.store import EventStore, event_store_for
 from application.policies.follower import LogFollower, WakeOnGrowth
 from application.ports.job_event_store import LoggedEvent
 from entrypoints.composition.infrastructure import log_watch_for
@@ -32,10 +32,10 @@ def database_url() -> Iterator[str]:
 
 
 @pytest.fixture
-async def stores(database_url: str) -> AsyncIterator[tuple[EventsourcingJobEventStore, ...]]:
+async def stores(database_url: str) -> AsyncIterator[tuple[EventStore, ...]]:
     """The relay's store and a writer's store (as another process would have), opened."""
     address = PostgresAddress.from_url(database_url)
-    relay, writer = (EventsourcingJobEventStore.for_database(address) for _ in range(2))
+    relay, writer = (event_store_for(address) for _ in range(2))
     await relay.open()
     await writer.open()
     yield relay, writer
@@ -60,7 +60,7 @@ class Seen:
 
 @contextlib.asynccontextmanager
 async def following(
-    store: EventsourcingJobEventStore, watch: PostgresLogWatch, seen: Seen
+    store: EventStore, watch: PostgresLogWatch, seen: Seen
 ) -> AsyncIterator[LogFollower]:
     follower = LogFollower(
         name=f"test-{uuid4().hex[:8]}", store=store, handle=seen, poll_interval=NEVER
@@ -76,7 +76,7 @@ async def following(
         await asyncio.wait_for(asyncio.gather(*tasks), SOON)
 
 
-def watch_of(database_url: str, store: EventsourcingJobEventStore) -> PostgresLogWatch:
+def watch_of(database_url: str, store: EventStore) -> PostgresLogWatch:
     channel = store.notification_channel()
     assert channel is not None
     return PostgresLogWatch(PostgresAddress.from_url(database_url), channel)
@@ -119,7 +119,7 @@ def test_a_relay_on_postgresql_listens_and_elsewhere_does_not(database_url, tmp_
         {"FETCHER_DATABASE_URL": database_url, "FETCHER_DATA_DIR": str(tmp_path)}
     )
     embedded = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path)})
-    store = EventsourcingJobEventStore.for_database(PostgresAddress.from_url(database_url))
+    store = event_store_for(PostgresAddress.from_url(database_url))
 
     async def opened() -> None:
         await store.open()

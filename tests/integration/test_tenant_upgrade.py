@@ -18,7 +18,7 @@ from sqlalchemy import Index, MetaData, Table, insert, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.common.postgres import PostgresAddress
-from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.eventstore.store import event_store_for
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.job_index import job_datasources as new_job_datasources
@@ -158,7 +158,7 @@ async def test_a_requested_event_recorded_without_a_tenant_is_the_single_tenants
     store_file = tmp_path / "events.db"
     request = ExtractionRequest.create({"pg": {"t": ["a"]}}, None, {"source": "p"})
     event = request_job(uuid4(), request, T0, tenant=SINGLE_TENANT)
-    store = EventsourcingJobEventStore.for_database(store_file)
+    store = event_store_for(store_file)
     await store.append([event])
     await store.close()
     with sqlite3.connect(store_file) as db:  # as the version before tenants wrote it
@@ -167,7 +167,7 @@ async def test_a_requested_event_recorded_without_a_tenant_is_the_single_tenants
         del old["tenant"], old["class_version"]
         db.execute("UPDATE stored_events SET state = ?", (json.dumps(old).encode(),))
 
-    store = EventsourcingJobEventStore.for_database(store_file)
+    store = event_store_for(store_file)
     try:
         [read] = await store.job_events(event.originator_id)
         assert read.tenant == ""  # type: ignore[attr-defined]

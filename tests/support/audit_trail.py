@@ -6,7 +6,7 @@ from datetime import timedelta
 from uuid import UUID, uuid4
 
 from adapters.crypto.audit_signing import AuditKeys
-from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.eventstore.store import EventStore
 from application.audit.checkpointer import RecordCheckpoints
 from application.ports.audit import CheckpointStore
 from application.ports.job_event_store import JobEventStore
@@ -39,7 +39,7 @@ async def record_jobs(store: JobEventStore, clock: FakeClock, n: int) -> list[UU
 
 
 async def audited_history(
-    store: EventsourcingJobEventStore,
+    store: EventStore,
     checkpoints: CheckpointStore,
     keys: AuditKeys,
     *,
