@@ -27,14 +27,13 @@ S3_SECRET_WRONG = "s3-secret-not-shown"
 
 @pytest.fixture
 async def topology() -> AsyncIterator[RabbitTopology]:
-    """A topology of its own names, declared, deleted afterwards."""
+    """The topology ``fetcher check`` expects for a work queue and events exchange of this
+    test's own names (the dead-letter exchange and queue keep their default names, as no
+    setting renames them), declared; the test's own queue and exchange deleted afterwards."""
     require_listening(AMQP_URL, "RabbitMQ")
     topology = RabbitTopology(
         work_queue=unique_name("check.work"),
         events_exchange=unique_name("check.events"),
-        work_exchange=unique_name("check.work.exchange"),
-        dead_letter_exchange=unique_name("check.dlx"),
-        dead_letter_queue=unique_name("check.dlq"),
         event_queues=(),
     )
     await topology.apply(AMQP_URL)
@@ -42,14 +41,8 @@ async def topology() -> AsyncIterator[RabbitTopology]:
     connection = await aio_pika.connect(AMQP_URL)
     try:
         channel = await connection.channel()
-        for queue in (topology.work_queue, topology.dead_letter_queue):
-            await channel.queue_delete(queue)
-        for exchange in (
-            topology.events_exchange,
-            topology.work_exchange,
-            topology.dead_letter_exchange,
-        ):
-            await channel.exchange_delete(exchange)
+        await channel.queue_delete(topology.work_queue)
+        await channel.exchange_delete(topology.events_exchange)
     finally:
         await connection.close()
 
