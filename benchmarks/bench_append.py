@@ -1,12 +1,12 @@
-"""The event store's appends under concurrency: one transaction per append (the library's
-PostgreSQL recorder as it is, with its table lock) against the store's single writer, which
+"""The event store's appends under concurrency: one transaction per append (the store's
+same statements and table lock, without grouping) against the store's single writer, which
 puts the appends waiting meanwhile into one transaction (group commit).
 
 ``--clients`` tasks (default 32) each append ``--appends`` times one job's ``Requested`` event
 with its request slot (what a submission writes), on a fresh database. Interleaved rounds:
 
-  each      every append its own ``insert_events`` call, on the store's thread pool (the
-            store's behaviour before group commit)
+  each      every append its own transaction (the store's insert called directly: its
+            behaviour without group commit)
   grouped   ``PostgresJobEventStore.append`` (group commit)
 
 Printed: appends/s, transactions, appends per transaction, and the ratio grouped / each.
@@ -36,6 +36,7 @@ from adapters.eventstore.store import event_store_for  # noqa: E402
 from domain import dedup  # noqa: E402
 from domain.job import request_job  # noqa: E402
 from domain.request import ExtractionRequest  # noqa: E402
+from domain.tenant import SINGLE_TENANT  # noqa: E402
 
 REQUEST = ExtractionRequest.create({"db": {"t": ["id"]}}, None, {"source": "bench"})
 
@@ -43,7 +44,7 @@ REQUEST = ExtractionRequest.create({"db": {"t": ["id"]}}, None, {"source": "benc
 def submission() -> list:
     """What one submission appends: the job's ``Requested`` and its request slot's taking."""
     now = datetime.now(UTC)
-    requested = request_job(uuid.uuid4(), REQUEST, now)
+    requested = request_job(uuid.uuid4(), REQUEST, now, tenant=SINGLE_TENANT)
     slot = dedup.fold_slot(uuid.uuid4(), [])
     return [requested, dedup.take(slot, requested.originator_id, now)]
 
@@ -54,27 +55,19 @@ async def one_round(database: str, mode: str, clients: int, appends: int) -> tup
     transactions = 0
     insert = store._insert
 
-    def counted(events: list) -> object:
+    async def counted(events: list) -> object:
         nonlocal transactions
         transactions += 1
-        return insert(events)
+        return await insert(events)
 
     store._insert = counted  # type: ignore[method-assign]
-    # On PostgreSQL the group commit inserts on asyncpg (``_insert_async``), not the recorder.
-    insert_async = store._insert_async
-
-    async def counted_async(fast: object, events: list) -> object:
-        nonlocal transactions
-        transactions += 1
-        return await insert_async(fast, events)
-
-    store._insert_async = counted_async  # type: ignore[method-assign]
+    store._writer._insert = counted
 
     async def append(events: list) -> None:
         if mode == "grouped":
             await store.append(events)
         else:
-            await store._run(store._insert, events)
+            await store._insert(events)
 
     async def client() -> None:
         for _ in range(appends):
