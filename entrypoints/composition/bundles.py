@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from application.ports.audit import AuditLog
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.job_event_store import JobEventStore
@@ -33,10 +35,12 @@ class EventLog:
 
 @dataclass(frozen=True, slots=True)
 class ServiceTables:
-    """The SQL adapters of the service's database, on one engine."""
+    """The SQL adapters of the service's database, on one engine: ``engine``, which the other
+    tables of that database share (None when both adapters were given)."""
 
     connections: ConnectionRepository
     jobs: JobTable
+    engine: AsyncEngine | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from adapters.audit.checkpoints import SqlCheckpointStore
 from adapters.common.clock import SystemClock
 from adapters.crypto.audit_signing import AuditKeys, InvalidAuditKey
@@ -114,10 +116,19 @@ async def open_event_log(
 
 
 @contextlib.asynccontextmanager
-async def open_checkpoint_store(settings: Settings) -> AsyncIterator[SqlCheckpointStore]:
-    """The audit checkpoints, in the event store's database; the table is created now."""
+async def open_checkpoint_store(
+    settings: Settings, engine: AsyncEngine | None = None
+) -> AsyncIterator[SqlCheckpointStore]:
+    """The audit checkpoints, in the event store's database; the table is created now. On
+    PostgreSQL, on ``engine`` when given (the service tables' engine: one pool per database);
+    on the embedded default, beside the event store's SQLite file."""
     database = settings.database
-    checkpoints = SqlCheckpointStore.for_database(database.postgres or database.event_store_file)
+    if database.postgres is not None and engine is not None:
+        checkpoints = SqlCheckpointStore(engine)
+    else:
+        checkpoints = SqlCheckpointStore.for_database(
+            database.postgres or database.event_store_file
+        )
     try:
         try:
             await checkpoints.create_schema()
@@ -161,7 +172,7 @@ async def open_sql_adapters(
             index = SqlaJobIndex(engine)
             await index.create_schema()
             job_index = index
-        yield ServiceTables(connections, job_index)
+        yield ServiceTables(connections, job_index, engine)
     finally:
         await engine.dispose()
 
@@ -479,7 +490,9 @@ async def open_infrastructure(
     )
     checkpoints = overrides.checkpoints
     if checkpoints is None and events.audit_log is not None and roles & {Role.API, Role.RELAY}:
-        checkpoints = await stack.enter_async_context(open_checkpoint_store(settings))
+        checkpoints = await stack.enter_async_context(
+            open_checkpoint_store(settings, tables.engine)
+        )
     await declare_broker_topology(settings, all_roles=roles == ALL_ROLES)
     storage = overrides.storage
     if storage is None and Role.WORKER in roles:
