@@ -8,21 +8,24 @@ definition. Each inserting transaction takes the events table's lock and runs ``
 the table's channel, so notification ids commit in order and listeners wake only on commit; a
 version taken twice is ``RecordConflictError``. A follower's position only moves forward (a
 conditional upsert). The library's recorder is not used on PostgreSQL: the library is
-synchronous, and this keeps one driver and one pool per database, on the event loop.
+synchronous, and this keeps one driver and one pool per database, on the event loop: the
+statements run on asyncpg connections borrowed from the SQLAlchemy engine's pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
 from eventsourcing.persistence import RecordConflictError, StoredEvent
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from adapters.common.postgres import PostgresAddress
 from domain.audit_chain import Record
 from domain.errors import Unavailable
 
@@ -45,17 +48,28 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.InternalClientError,
 )
 
+# A connection the engine could not open or lend (its own wrapping of the driver's errors).
+_ENGINE_ERRORS: tuple[type[BaseException], ...] = (
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    sa_exc.DisconnectionError,
+    sa_exc.TimeoutError,
+)
+
 # Tried again as the library's recorder does: nothing was written.
-_TRANSIENT: tuple[type[BaseException], ...] = (*_CONNECTION_ERRORS, asyncpg.LockNotAvailableError)
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    *_CONNECTION_ERRORS,
+    *_ENGINE_ERRORS,
+    asyncpg.LockNotAvailableError,
+)
+
+_MOST_STALE = 32
+"""Pooled connections one borrowing looks past when the database closed them (more than the
+engine's pool holds)."""
 
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
-
-
-async def _keep_session(connection: asyncpg.Connection) -> None:
-    """Releasing a connection to the pool keeps its session as it is: these statements set
-    nothing that outlives their transaction, so asyncpg's reset (a round trip) is not needed."""
 
 
 EVENTS_TABLE = "stored_events"
@@ -76,7 +90,9 @@ _DDL_LOCK = 0x6665746368657231  # "fetcher1"
 
 class AsyncPostgresEvents:
     """The events table ``schema.stored_events`` and the tracking table
-    ``schema.notification_tracking``, on one asyncpg pool.
+    ``schema.notification_tracking``, on connections borrowed from ``engine`` (SQLAlchemy on
+    asyncpg: the pool the process's other tables of this database use too); ``owns_engine``:
+    ``close`` disposes of it.
 
     ``attempts``: how often a statement meeting a broken or unreachable connection is tried
     (with ``retry_wait`` seconds between); 2 for a process that answers requests (a pooled
@@ -86,18 +102,18 @@ class AsyncPostgresEvents:
 
     def __init__(
         self,
-        address: PostgresAddress,
+        engine: AsyncEngine,
         *,
+        owns_engine: bool = False,
         schema: str = "public",
-        pool_size: int = 8,
         connect_timeout: float = 5.0,
         lock_timeout: int = 10,
         attempts: int = 10,
         retry_wait: float = 0.2,
     ) -> None:
-        self._address = address
+        self._engine = engine
+        self._owns_engine = owns_engine
         self._schema = schema
-        self._pool_size = max(1, pool_size)
         self._connect_timeout = connect_timeout
         self._attempts = max(1, attempts)
         self._retry_wait = retry_wait
@@ -149,8 +165,6 @@ class AsyncPostgresEvents:
             "DO UPDATE SET notification_id = excluded.notification_id "
             "WHERE t.notification_id < excluded.notification_id RETURNING notification_id"
         )
-        self._pool: asyncpg.Pool | None = None
-        self._pool_lock = asyncio.Lock()
         self._closed = False
 
     async def create_tables(self) -> None:
@@ -158,8 +172,7 @@ class AsyncPostgresEvents:
         wrote is used as it is."""
 
         async def attempt() -> None:
-            pool = await self._connect()
-            async with pool.acquire() as connection, connection.transaction():
+            async with self._connection() as connection, connection.transaction():
                 for statement in self._ddl:
                     await connection.execute(statement)
 
@@ -176,8 +189,8 @@ class AsyncPostgresEvents:
         """The newest notification id, 0 when the log is empty."""
 
         async def attempt() -> int:
-            pool = await self._connect()
-            return int(await pool.fetchval(self._max_id) or 0)
+            async with self._connection() as connection:
+                return int(await connection.fetchval(self._max_id) or 0)
 
         return await self._retrying(attempt)
 
@@ -185,8 +198,8 @@ class AsyncPostgresEvents:
         """The follower's recorded position, 0 when it has none."""
 
         async def attempt() -> int:
-            pool = await self._connect()
-            return int(await pool.fetchval(self._position, follower) or 0)
+            async with self._connection() as connection:
+                return int(await connection.fetchval(self._position, follower) or 0)
 
         return await self._retrying(attempt)
 
@@ -195,50 +208,37 @@ class AsyncPostgresEvents:
         or a later one was recorded first. One statement: safe to try again."""
 
         async def attempt() -> bool:
-            pool = await self._connect()
-            return await pool.fetchval(self._advance, follower, notification_id) is not None
+            async with self._connection() as connection:
+                found = await connection.fetchval(self._advance, follower, notification_id)
+            return found is not None
 
         return await self._retrying(attempt)
 
     async def ping(self) -> None:
-        """One round trip, without waiting between tries: ``Unavailable`` when the database
-        cannot be used. A pooled connection the database dropped is replaced (a second try on a
-        new one), so a restart that is over does not read as an outage."""
-        for attempt in (1, 2):
-            try:
-                pool = await self._connect()
-                async with asyncio.timeout(self._connect_timeout + 1):
-                    await pool.fetchval("SELECT 1")
-                return
-            except _TRANSIENT as error:
-                if attempt == 2 or not isinstance(error, _CONNECTION_ERRORS):
-                    raise Unavailable("the event store cannot be reached") from error
-                await pool.expire_connections()
+        """One round trip, tried once: ``Unavailable`` when the database cannot be used (a
+        pooled connection the database closed is replaced first, so a restart that is over
+        does not read as an outage)."""
+        try:
+            async with asyncio.timeout(self._connect_timeout + 1), self._connection() as c:
+                await c.fetchval("SELECT 1")
+        except (*_TRANSIENT, *_ENGINE_ERRORS) as error:
+            raise Unavailable("the event store cannot be reached") from error
 
-    async def _connect(self) -> asyncpg.Pool:
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A connection borrowed from the engine's pool (the one pool of this database in the
+        process), as asyncpg's own connection. One the database closed while it was pooled (a
+        restart) is seen closed at once and replaced before use, without a round trip; one that
+        breaks while in use is discarded, not returned to the pool."""
         if self._closed:
             raise Unavailable("the event store is closed")
-        if self._pool is not None:
-            return self._pool
-        async with self._pool_lock:
-            if self._pool is None:
-                self._pool = await asyncpg.create_pool(
-                    host=self._address.host,
-                    port=self._address.port,
-                    user=self._address.user,
-                    password=self._address.password,
-                    database=self._address.database,
-                    timeout=self._connect_timeout,
-                    min_size=0,
-                    max_size=self._pool_size,
-                    max_inactive_connection_lifetime=60.0,
-                    server_settings={"application_name": "fetcher-eventstore"},
-                    reset=_keep_session,
-                    # Each statement is prepared once per connection; no statement cache
-                    # beyond these few is needed.
-                    statement_cache_size=16,
-                )
-            return self._pool
+        async with self._engine.connect() as borrowed:
+            connection = await _live(borrowed)
+            try:
+                yield connection
+            except _CONNECTION_ERRORS:
+                await borrowed.invalidate()
+                raise
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         for number in range(1, self._attempts + 1):
@@ -248,10 +248,6 @@ class AsyncPostgresEvents:
                 if self._closed or number == self._attempts:
                     raise Unavailable("the event store cannot be reached") from error
                 log.debug("event store statement failed, trying again: %s", error)
-                if self._pool is not None and isinstance(error, _CONNECTION_ERRORS):
-                    # One dropped connection means the others were most likely dropped too
-                    # (a database restart): the next try starts on a new one.
-                    await self._pool.expire_connections()
                 if number > 1 or self._attempts > 2:
                     await asyncio.sleep(self._retry_wait)
         raise AssertionError("unreachable")
@@ -262,8 +258,8 @@ class AsyncPostgresEvents:
         """The stream's events with ``after < version <= up_to``, oldest first."""
 
         async def attempt() -> list[StoredEvent]:
-            pool = await self._connect()
-            rows = await pool.fetch(self._select, originator_id, after, up_to)
+            async with self._connection() as connection:
+                rows = await connection.fetch(self._select, originator_id, after, up_to)
             return [StoredEvent(row[0], row[1], row[2], row[3]) for row in rows]
 
         return await self._retrying(attempt)
@@ -273,8 +269,8 @@ class AsyncPostgresEvents:
         event with its notification id."""
 
         async def attempt() -> list[tuple[int, StoredEvent]]:
-            pool = await self._connect()
-            rows = await pool.fetch(self._log, after, limit)
+            async with self._connection() as connection:
+                rows = await connection.fetch(self._log, after, limit)
             return [(row[0], StoredEvent(row[1], row[2], row[3], row[4])) for row in rows]
 
         return await self._retrying(attempt)
@@ -284,8 +280,8 @@ class AsyncPostgresEvents:
         records in order, the job id as text (no per-row objects but the record itself)."""
 
         async def attempt() -> list[Record]:
-            pool = await self._connect()
-            rows = await pool.fetch(self._records, after, limit)
+            async with self._connection() as connection:
+                rows = await connection.fetch(self._records, after, limit)
             return [Record(*row) for row in rows]
 
         return await self._retrying(attempt)
@@ -301,8 +297,7 @@ class AsyncPostgresEvents:
             columns[3].append(event.state)
 
         async def attempt() -> list[int]:
-            pool = await self._connect()
-            async with pool.acquire() as connection:
+            async with self._connection() as connection:
                 transaction = connection.transaction()
                 await transaction.start()
                 try:
@@ -328,13 +323,18 @@ class AsyncPostgresEvents:
 
     async def close(self) -> None:
         self._closed = True
-        async with self._pool_lock:
-            if self._pool is not None:
-                pool, self._pool = self._pool, None
-                try:
-                    await asyncio.wait_for(pool.close(), timeout=5)
-                except Exception:  # TimeoutError included
-                    pool.terminate()
+        if self._owns_engine:
+            await self._engine.dispose()
+
+
+async def _live(borrowed: AsyncConnection) -> asyncpg.Connection:
+    """The asyncpg connection under ``borrowed``, replaced while the database has closed it."""
+    for _ in range(_MOST_STALE):
+        connection: asyncpg.Connection = (await borrowed.get_raw_connection()).driver_connection
+        if not connection.is_closed():
+            return connection
+        await borrowed.invalidate()
+    raise ConnectionError("every pooled connection was closed by the database")
 
 
 async def _rollback_quietly(transaction: Any) -> None:

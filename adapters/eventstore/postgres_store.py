@@ -16,12 +16,14 @@ from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import StoredEvent
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.common.postgres import PostgresAddress
 from adapters.eventstore.async_postgres import RESERVED_FOLLOWER, AsyncPostgresEvents
 from adapters.eventstore.chaining import Chainer
 from adapters.eventstore.group_commit import GroupCommit
 from adapters.eventstore.mapping import decoded_stream, new_mapper, to_domain_event
+from adapters.sql.tables import create_engine_for
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.log_watch import AppendSignal
 from domain.audit_chain import Record
@@ -33,7 +35,9 @@ T = TypeVar("T")
 
 
 class PostgresJobEventStore(JobEventStore):
-    """``JobEventStore`` on a PostgreSQL database (tables in ``schema``, default public).
+    """``JobEventStore`` on a PostgreSQL database (tables in ``schema``, default public): on
+    the given SQLAlchemy engine's pool (shared with the process's other tables of that
+    database), or on an engine of its own for an address.
 
     Cheap to build (no I/O); the tables are created on first use, or by ``await open()``,
     which so fails fast when the database cannot be used; finish with ``await close()``.
@@ -45,17 +49,20 @@ class PostgresJobEventStore(JobEventStore):
 
     def __init__(
         self,
-        address: PostgresAddress,
+        database: PostgresAddress | AsyncEngine,
         *,
         schema: str | None = None,
-        pool_size: int = 8,
         connect_timeout: int = 5,
         fail_fast: bool = False,
     ) -> None:
+        if isinstance(database, AsyncEngine):
+            engine, owned = database, False
+        else:
+            engine, owned = create_engine_for(database, connect_timeout=connect_timeout), True
         self._tables = AsyncPostgresEvents(
-            address,
+            engine,
+            owns_engine=owned,
             schema=schema or "public",
-            pool_size=pool_size,
             connect_timeout=float(connect_timeout),
             attempts=2 if fail_fast else 10,
         )

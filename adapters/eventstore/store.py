@@ -32,6 +32,7 @@ from eventsourcing.persistence import (
     StoredEvent,
     Tracking,
 )
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.common.postgres import PostgresAddress
 from adapters.eventstore.chaining import Chainer, stored_record
@@ -72,26 +73,22 @@ def memory_env() -> dict[str, str]:
 
 
 def event_store_for(
-    database: PostgresAddress | Path,
+    database: PostgresAddress | AsyncEngine | Path,
     *,
     schema: str | None = None,
-    pool_size: int = 8,
     connect_timeout: int = 5,
     fail_fast: bool = False,
 ) -> PostgresJobEventStore | EventsourcingJobEventStore:
-    """The event store of a PostgreSQL database (tables in ``schema``, default public) or of a
-    SQLite file. Cheap (no I/O); ``await open()`` creates the tables.
+    """The event store of a PostgreSQL database (tables in ``schema``, default public), given
+    by its address or by the engine whose pool it shares, or of a SQLite file. Cheap (no I/O);
+    ``await open()`` creates the tables.
 
     ``fail_fast``: for a process that answers requests, an outage is ``Unavailable`` within
     ``connect_timeout`` instead of after the store's retries."""
     if isinstance(database, Path):
-        return EventsourcingJobEventStore(sqlite_env(database), max_workers=pool_size)
+        return EventsourcingJobEventStore(sqlite_env(database))
     return PostgresJobEventStore(
-        database,
-        schema=schema,
-        pool_size=pool_size,
-        connect_timeout=connect_timeout,
-        fail_fast=fail_fast,
+        database, schema=schema, connect_timeout=connect_timeout, fail_fast=fail_fast
     )
 
 

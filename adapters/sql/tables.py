@@ -150,7 +150,11 @@ def create_engine_for(
         pool_size=POOL_SIZE,
         max_overflow=POOL_OVERFLOW,
         pool_recycle=POOL_RECYCLE_SECONDS,
-        connect_args={"timeout": connect_timeout},
+        # "fetcher" in pg_stat_activity: an operator sees which sessions are the service's
+        connect_args={
+            "timeout": connect_timeout,
+            "server_settings": {"application_name": "fetcher"},
+        },
     )
 
 

@@ -27,7 +27,7 @@ from adapters.crypto.audit_signing import (
     fingerprint,
 )
 from adapters.crypto.keys import InvalidMasterKey, KeyRing
-from adapters.eventstore.store import EventStore, event_store_for
+from adapters.eventstore.store import EventStore
 from application.audit.bundle import (
     Bound,
     BundleError,
@@ -39,6 +39,11 @@ from application.audit.bundle import (
 from application.audit.verify import VerifyReport
 from application.timefmt import rfc3339nano
 from domain.errors import FetcherError
+from entrypoints.composition.infrastructure import (
+    open_checkpoint_store,
+    open_database_engine,
+    open_event_store,
+)
 from entrypoints.settings import Settings, SettingsError, ToolSettings
 
 
@@ -72,14 +77,12 @@ async def _open_store(
     database = settings.database
     if not database.configured and not database.event_store_file.exists():
         raise AuditToolError(f"no event store at {database.event_store_file}")
-    store = event_store_for(database.postgres or database.event_store_file)
-    checkpoints = SqlCheckpointStore.for_database(database.postgres or database.event_store_file)
-    try:
-        await checkpoints.create_schema()
+    async with (
+        open_database_engine(settings) as engine,
+        open_event_store(settings, engine=engine) as store,
+        open_checkpoint_store(settings, engine) as checkpoints,
+    ):
         yield store, checkpoints
-    finally:
-        await checkpoints.close()
-        await store.close()
 
 
 def _key_ring() -> KeyRing | None:

@@ -9,11 +9,13 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.audit.checkpoints import SqlCheckpointStore
 from adapters.common.clock import SystemClock
+from adapters.common.postgres import PostgresAddress
 from adapters.crypto.audit_signing import AuditKeys, InvalidAuditKey
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
@@ -65,14 +67,33 @@ KEY_FILE = "master.key"
 
 
 @contextlib.asynccontextmanager
+async def open_database_engine(settings: Settings) -> AsyncIterator[AsyncEngine | None]:
+    """On PostgreSQL, the one engine (SQLAlchemy on asyncpg, one pool) the event store, the
+    service tables and the checkpoints share, disposed of last; None on the embedded default
+    (its event store and tables are two SQLite files). Connects lazily."""
+    database = settings.database.postgres
+    if database is None:
+        yield None
+        return
+    engine = create_engine_for(database)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+@contextlib.asynccontextmanager
 async def open_event_store(
-    settings: Settings, *, fail_fast: bool = False
+    settings: Settings, *, fail_fast: bool = False, engine: AsyncEngine | None = None
 ) -> AsyncIterator[EventStore]:
-    """The event store on PostgreSQL, or on its SQLite file; its tables are created now.
-    ``fail_fast``: for a process that answers requests (an outage is ``Unavailable`` within
-    seconds instead of after the library's retries)."""
+    """The event store on PostgreSQL (on ``engine``'s pool when given), or on its SQLite file;
+    its tables are created now. ``fail_fast``: for a process that answers requests (an outage
+    is ``Unavailable`` within seconds instead of after the store's retries)."""
     database = settings.database
-    store = event_store_for(database.postgres or database.event_store_file, fail_fast=fail_fast)
+    where: PostgresAddress | AsyncEngine | Path = database.postgres or database.event_store_file
+    if database.postgres is not None and engine is not None:
+        where = engine
+    store = event_store_for(where, fail_fast=fail_fast)
     try:
         try:
             await store.open()
@@ -104,6 +125,7 @@ async def open_event_log(
     watched: bool = False,
     store: JobEventStore | None = None,
     audit_log: AuditLog | None = None,
+    engine: AsyncEngine | None = None,
 ) -> AsyncIterator[EventLog]:
     """The event log: the given ``store`` (and its ``audit_log``, if it has one), or the event
     store opened from the settings, which is its own audit log. ``watched``: also how the
@@ -111,7 +133,7 @@ async def open_event_log(
     if store is not None:
         yield EventLog(store, audit_log)
         return
-    async with open_event_store(settings, fail_fast=fail_fast) as opened:
+    async with open_event_store(settings, fail_fast=fail_fast, engine=engine) as opened:
         yield EventLog(opened, opened, log_watch_for(settings, opened) if watched else None)
 
 
@@ -155,14 +177,19 @@ async def open_sql_adapters(
     settings: Settings,
     connections: ConnectionRepository | None = None,
     job_index: JobTable | None = None,
+    engine: AsyncEngine | None = None,
 ) -> AsyncIterator[ServiceTables]:
     """The connection repository and the job table: those given, the others on one engine (one
-    pool) for the service's database, their tables created now."""
+    pool) for the service's database (``engine`` when given, else one of their own), their
+    tables created now."""
     if connections is not None and job_index is not None:
         yield ServiceTables(connections, job_index)
         return
     database = settings.database
-    engine = create_engine_for(database.postgres or database.sql_file)
+    owned = engine is None or database.postgres is None
+    if owned:
+        engine = create_engine_for(database.postgres or database.sql_file)
+    assert engine is not None
     try:
         if connections is None:
             repository = SqlaConnectionRepository(engine)
@@ -174,7 +201,8 @@ async def open_sql_adapters(
             job_index = index
         yield ServiceTables(connections, job_index, engine)
     finally:
-        await engine.dispose()
+        if owned:
+            await engine.dispose()
 
 
 def s3_settings(settings: Settings) -> S3Settings:
@@ -474,8 +502,10 @@ async def open_infrastructure(
         )
     ring = load_key_ring(settings) if overrides.key_ring is None else overrides.key_ring
     clock = SystemClock() if overrides.clock is None else overrides.clock
+    # On PostgreSQL, one engine (one pool) for the event store and every table.
+    engine = await stack.enter_async_context(open_database_engine(settings))
     # The API alone answers 503 within seconds when the event store is down; a worker or
-    # relay rides out short outages with the library's retries.
+    # relay rides out short outages with the store's retries.
     events = await stack.enter_async_context(
         open_event_log(
             settings,
@@ -483,10 +513,11 @@ async def open_infrastructure(
             watched=Role.RELAY in roles,
             store=overrides.store,
             audit_log=overrides.audit_log,
+            engine=engine,
         )
     )
     tables = await stack.enter_async_context(
-        open_sql_adapters(settings, overrides.connections, overrides.job_index)
+        open_sql_adapters(settings, overrides.connections, overrides.job_index, engine)
     )
     checkpoints = overrides.checkpoints
     if checkpoints is None and events.audit_log is not None and roles & {Role.API, Role.RELAY}:

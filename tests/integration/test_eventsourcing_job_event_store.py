@@ -163,7 +163,7 @@ async def test_connections_the_database_dropped_are_replaced_without_an_error(
             dropped = await admin.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = $1 AND pid <> pg_backend_pid() "
-                "AND application_name = 'fetcher-eventstore'",
+                "AND application_name = 'fetcher'",
                 address.database,
             )
         finally:
@@ -285,7 +285,7 @@ async def test_processes_starting_together_create_the_tables_once(pg_event_datab
 
     address = PostgresAddress.from_url(pg_event_database)
     schema = f"t_{uuid.uuid4().hex[:12]}"
-    stores = [event_store_for(address, schema=schema, pool_size=1) for _ in range(4)]
+    stores = [event_store_for(address, schema=schema) for _ in range(4)]
     try:
         await asyncio.gather(*(store.open() for store in stores))
         jobs = [uuid4() for _ in stores]
