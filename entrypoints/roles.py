@@ -8,13 +8,21 @@ from enum import Enum
 from typing import TypeVar
 
 from adapters.metrics.prometheus import PrometheusMetrics
-from application.commands.assign_connection import AssignConnection
-from application.commands.check_connection import CheckConnection
-from application.commands.register_connection import RegisterConnection
-from application.commands.remove_connection import RemoveConnection
-from application.commands.request_job import RequestJob
-from application.commands.run_job import RunJob
-from application.commands.update_connection import UpdateConnection
+from application.audit.checkpoints import ListCheckpoints
+from application.connections.commands.assign_connection import AssignConnection
+from application.connections.commands.check_connection import CheckConnection
+from application.connections.commands.register_connection import RegisterConnection
+from application.connections.commands.remove_connection import RemoveConnection
+from application.connections.commands.update_connection import UpdateConnection
+from application.connections.queries.connection_schema import GetConnectionSchema
+from application.connections.queries.get_connection import GetConnection
+from application.connections.queries.list_connections import ListConnections
+from application.connections.queries.unassigned_connections import ListUnassignedConnections
+from application.connections.queries.validate_schema import ValidateSchema
+from application.jobs.commands.request_job import RequestJob
+from application.jobs.commands.run_job import RunJob
+from application.jobs.queries.get_job import GetJob, GetJobHistory
+from application.jobs.running import RunningJobs
 from application.policies import emit_events, publish_work_orders
 from application.policies.follower import (
     LogFollower,
@@ -27,15 +35,7 @@ from application.ports.messaging import (
     WorkConsumer,
 )
 from application.ports.tracer import NO_TRACER, Tracer
-from application.queries.audit_checkpoints import ListCheckpoints
-from application.queries.connection_schema import GetConnectionSchema
-from application.queries.get_connection import GetConnection
-from application.queries.get_job import GetJob, GetJobHistory
-from application.queries.list_connections import ListConnections
-from application.queries.unassigned_connections import ListUnassignedConnections
-from application.queries.validate_schema import ValidateSchema
 from application.readiness import Readiness
-from application.running_jobs import RunningJobs
 from domain.tenant import SINGLE_TENANCY, Tenancy
 from entrypoints.http.auth import OPEN, HttpSecurity
 

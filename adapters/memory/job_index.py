@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
 
-from application.job_summaries import summarise
+from application.jobs.summaries import summarise
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_leases import JobLeases, LeaseHold

@@ -8,7 +8,7 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import Any
 
-from application.endpoints import TrustedEndpoint
+from application.connections.endpoints import TrustedEndpoint
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.host_guard import HostGuard
 from domain.connection import DatabaseType, Endpoint

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from adapters.sql.job_leases import SqlaJobLeases, job_leases, lease_metadata
 from adapters.sql.tables import UtcDateTime, create_tables, upgrade_table
-from application.job_summaries import summarise
+from application.jobs.summaries import summarise
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_index import JobIndex, JobSummary
 from application.ports.job_progress import JobProgress, JobProgressStore

@@ -7,17 +7,25 @@ from collections.abc import Collection
 from adapters.common.clock import Uuid7Generator
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
-from application.cached_connections import CachingConnectionRepository
-from application.commands.assign_connection import AssignConnection
-from application.commands.check_connection import CheckConnection
-from application.commands.register_connection import ALL_TYPES, RegisterConnection
-from application.commands.remove_connection import RemoveConnection
-from application.commands.request_job import RequestJob
-from application.commands.update_connection import UpdateConnection
-from application.connection_directory import ConnectionDirectory
-from application.endpoints import EndpointFactory
-from application.fresh_job_index import FreshJobIndex
-from application.job_repository import EventSourcedJobs
+from application.audit.checkpoints import ListCheckpoints
+from application.connections.cached import CachingConnectionRepository
+from application.connections.commands.assign_connection import AssignConnection
+from application.connections.commands.check_connection import CheckConnection
+from application.connections.commands.register_connection import ALL_TYPES, RegisterConnection
+from application.connections.commands.remove_connection import RemoveConnection
+from application.connections.commands.update_connection import UpdateConnection
+from application.connections.directory import ConnectionDirectory
+from application.connections.endpoints import EndpointFactory
+from application.connections.queries.connection_schema import GetConnectionSchema
+from application.connections.queries.get_connection import GetConnection
+from application.connections.queries.list_connections import ListConnections
+from application.connections.queries.unassigned_connections import ListUnassignedConnections
+from application.connections.queries.validate_schema import ValidateSchema
+from application.connections.recent_checks import RecentChecks
+from application.jobs.commands.request_job import RequestJob
+from application.jobs.fresh_index import FreshJobIndex
+from application.jobs.queries.get_job import GetJob, GetJobHistory
+from application.jobs.repository import EventSourcedJobs
 from application.ports.clock import Clock, IdGenerator
 from application.ports.credential_cipher import CredentialCipher
 from application.ports.datasource_reader import DatasourceReader
@@ -25,14 +33,6 @@ from application.ports.host_guard import HostGuard
 from application.ports.job_index import JobIndex
 from application.ports.rate_limiter import RateLimiter
 from application.ports.schema_cache import SchemaCache
-from application.queries.audit_checkpoints import ListCheckpoints
-from application.queries.connection_schema import GetConnectionSchema
-from application.queries.get_connection import GetConnection
-from application.queries.get_job import GetJob, GetJobHistory
-from application.queries.list_connections import ListConnections
-from application.queries.unassigned_connections import ListUnassignedConnections
-from application.queries.validate_schema import ValidateSchema
-from application.recent_checks import RecentChecks
 from domain.connection import DatabaseType
 from entrypoints.composition.infrastructure import Infrastructure
 from entrypoints.composition.overrides import Overrides

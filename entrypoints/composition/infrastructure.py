@@ -37,8 +37,8 @@ from adapters.sql.job_index import SqlaJobIndex
 from adapters.sql.tables import create_engine_for
 from adapters.storage.filesystem import FilesystemResultStorage
 from adapters.storage.s3 import S3ResultStorage, S3Settings
-from application.connection_directory import ConnectionDirectory, internal_id
-from application.endpoints import EndpointFactory
+from application.connections.directory import ConnectionDirectory, internal_id
+from application.connections.endpoints import EndpointFactory
 from application.errors import PortError
 from application.ports.audit import AuditLog, CheckpointStore
 from application.ports.clock import Clock

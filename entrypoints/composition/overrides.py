@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from adapters.crypto.keys import KeyRing
 from adapters.metrics.prometheus import PrometheusMetrics
-from application.commands.run_job import RunLimits
+from application.jobs.commands.run_job import RunLimits
 from application.ports.audit import AuditLog, CheckpointStore
 from application.ports.clock import Clock, IdGenerator
 from application.ports.connection_repository import ConnectionRepository

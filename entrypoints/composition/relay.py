@@ -8,8 +8,8 @@ from datetime import timedelta
 from adapters.messaging.local import InProcessWorkQueue
 from application.audit import checkpointer
 from application.audit.checkpointer import RecordCheckpoints
-from application.fresh_job_index import FreshJobIndex
-from application.job_repository import EventSourcedJobs
+from application.jobs.fresh_index import FreshJobIndex
+from application.jobs.repository import EventSourcedJobs
 from application.policies import emit_events, publish_work_orders
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import (

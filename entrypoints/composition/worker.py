@@ -10,13 +10,13 @@ from datetime import timedelta
 from adapters.crypto.sealing import AesGcmResultSealer
 from adapters.memory.schema_cache import InMemorySchemaCache
 from adapters.messaging.local import InProcessWorkConsumer, InProcessWorkQueue
-from application.cached_connections import CachingConnectionRepository
-from application.cached_discovery import SchemaCachingReader
-from application.commands.run_job import RunJob, RunLimits
-from application.connection_directory import ConnectionDirectory
-from application.job_repository import EventSourcedJobs
+from application.connections.cached import CachingConnectionRepository
+from application.connections.cached_discovery import SchemaCachingReader
+from application.connections.directory import ConnectionDirectory
+from application.jobs.commands.run_job import RunJob, RunLimits
+from application.jobs.repository import EventSourcedJobs
+from application.jobs.running import RunningJobs
 from application.ports.messaging import Settlement, WorkConsumer, WorkHandler, WorkOrder
-from application.running_jobs import RunningJobs
 from entrypoints.composition.infrastructure import Infrastructure, open_rabbit_consumer
 from entrypoints.composition.overrides import Overrides
 from entrypoints.roles import Relay, Worker

@@ -10,9 +10,9 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
+from application.connections.queries.connection_schema import ConnectionSchema
+from application.connections.queries.validate_schema import SchemaIssue
 from application.ports.connection_repository import ConnectionPage
-from application.queries.connection_schema import ConnectionSchema
-from application.queries.validate_schema import SchemaIssue
 from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
 from domain import gojson

@@ -12,8 +12,8 @@ from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
 
+from application.jobs.queries.get_job import HistoryEntry
 from application.ports.job_progress import JobProgress
-from application.queries.get_job import HistoryEntry
 from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
 from domain import gojson

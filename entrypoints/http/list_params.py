@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from datetime import date
 
-from application.queries.list_connections import ListFilter
+from application.connections.queries.list_connections import ListFilter
 from domain import error_catalogue as catalogue
 from domain.errors import InvalidRequest
 

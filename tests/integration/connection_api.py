@@ -22,7 +22,7 @@ from adapters.memory.messaging import RecordingWorkConsumer, RecordingWorkQueue
 from adapters.memory.result_storage import InMemoryResultStorage
 from adapters.sql.connection_repository import SqlaConnectionRepository
 from adapters.sql.tables import create_engine_for
-from application.commands.run_job import RunJob, RunLimits
+from application.jobs.commands.run_job import RunJob, RunLimits
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import DatabaseType
 from entrypoints.composition import Overrides, bootstrap

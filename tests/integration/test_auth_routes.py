@@ -22,7 +22,7 @@ from litestar.handlers import HTTPRouteHandler
 from adapters.auth.claims import ClaimPermissions
 from adapters.auth.jwt_verifier import PyJwtTokenVerifier
 from adapters.auth.keys import ASYMMETRIC_ALGORITHMS, JwksKeySource
-from application.queries.get_job import GetJob, GetJobHistory
+from application.jobs.queries.get_job import GetJob, GetJobHistory
 from domain.identity import Permission, granting
 from domain.tenant import SINGLE_TENANT
 from entrypoints.http.app import create_app

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from adapters.crypto.keys import KeyRing
-from application.commands.assign_connection import AssignConnection
-from application.connection_directory import internal_id
+from application.connections.commands.assign_connection import AssignConnection
+from application.connections.directory import internal_id
 from domain.connection import Connection
 from domain.errors import FetcherError
 from domain.tenant import SINGLE_TENANT

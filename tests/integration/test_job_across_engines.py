@@ -31,11 +31,11 @@ from adapters.memory.connection_repository import InMemoryConnectionRepository
 from adapters.memory.job_event_store import InMemoryJobEventStore
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.result_storage import InMemoryResultStorage
-from application.commands.request_job import RequestJob
-from application.commands.run_job import RunJob, RunLimits
-from application.connection_directory import ConnectionDirectory
-from application.endpoints import EndpointFactory
-from application.job_repository import EventSourcedJobs
+from application.connections.directory import ConnectionDirectory
+from application.connections.endpoints import EndpointFactory
+from application.jobs.commands.request_job import RequestJob
+from application.jobs.commands.run_job import RunJob, RunLimits
+from application.jobs.repository import EventSourcedJobs
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.messaging import Settlement
 from domain.connection import Connection, DatabaseType, Endpoint

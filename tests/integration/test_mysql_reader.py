@@ -36,7 +36,7 @@ from application.errors import (
     DatasourceUnavailable,
     InvalidSslMode,
 )
-from application.extraction_plan import ExtractionError, plan_datasource
+from application.jobs.extraction_plan import ExtractionError, plan_datasource
 from domain.connection import Connection, DatabaseType, Endpoint
 from domain.errors import InvalidRequest
 from domain.schema import Column, Table, TableRead

@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from adapters.sql.tables import POOL_OVERFLOW, POOL_SIZE
-from application.queries.list_connections import ListFilter
+from application.connections.queries.list_connections import ListFilter
 from domain.errors import EntityNotFound
 from domain.tenant import SINGLE_TENANT
 from entrypoints.composition import bootstrap

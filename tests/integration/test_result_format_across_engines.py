@@ -15,7 +15,7 @@ import pytest
 
 from adapters.datasources.mysql.reader import MySqlReader
 from adapters.datasources.postgres.reader import PostgresReader
-from application.extraction_plan import ExtractionError, plan_datasource
+from application.jobs.extraction_plan import ExtractionError, plan_datasource
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import Connection, Endpoint
 from domain.schema import TableRead

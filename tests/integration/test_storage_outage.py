@@ -17,7 +17,7 @@ from botocore.config import Config
 from adapters.crypto.sealing import open_result
 from adapters.memory.datasource_reader import MemoryTable
 from adapters.storage.s3 import MIN_PART_SIZE, S3ResultStorage, S3Settings
-from application.commands.run_job import RunLimits
+from application.jobs.commands.run_job import RunLimits
 from application.ports.messaging import Settlement
 from domain.job import JobCompleted
 from domain.tenant import SINGLE_TENANT

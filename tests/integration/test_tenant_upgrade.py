@@ -25,8 +25,8 @@ from adapters.sql.job_index import job_datasources as new_job_datasources
 from adapters.sql.job_index import jobs as new_jobs
 from adapters.sql.job_index import positions as new_positions
 from adapters.sql.tables import connections, create_engine_for
-from application.job_repository import EventSourcedJobs
-from application.queries.get_job import GetJob, GetJobHistory
+from application.jobs.queries.get_job import GetJob, GetJobHistory
+from application.jobs.repository import EventSourcedJobs
 from domain.errors import Conflict, FetcherError
 from domain.job import request_job
 from domain.request import ExtractionRequest

@@ -14,9 +14,9 @@ from uuid import uuid4
 import pytest
 
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
-from application.commands.run_job import RunLimits
+from application.jobs.commands.run_job import RunLimits
+from application.jobs.running import RunningJobs
 from application.ports.messaging import Settlement, WorkOrder
-from application.running_jobs import RunningJobs
 from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
 from domain.tenant import SINGLE_TENANT
 from entrypoints.composition.worker import work_handler
@@ -24,7 +24,7 @@ from tests.integration.test_rabbitmq import AMQP_URL, NOW, Broker, _publish_orde
 from tests.support.signing import HmacTestSigner
 from tests.support.tcp_proxy import proxied
 from tests.support.twins import app
-from tests.unit.application.test_job_lease import HeldReader
+from tests.unit.application.jobs.test_job_lease import HeldReader
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import pytest
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
-from application.connection_directory import ConnectionDirectory, internal_id
-from application.endpoints import EndpointFactory
+from application.connections.directory import ConnectionDirectory, internal_id
+from application.connections.endpoints import EndpointFactory
 from application.ports.credential_cipher import CredentialCipher
 from application.ports.datasource_reader import DatasourceReader, PreparedReads, RowChunk
 from application.ports.host_guard import HostGuard

@@ -22,10 +22,10 @@ from adapters.memory.messaging import (
     RecordingWorkQueue,
 )
 from adapters.memory.result_storage import InMemoryResultStorage
-from application.commands.register_connection import RegisterConnection
-from application.commands.request_job import RequestJob
-from application.commands.run_job import RunJob, RunLimits
-from application.job_repository import EventSourcedJobs
+from application.connections.commands.register_connection import RegisterConnection
+from application.jobs.commands.request_job import RequestJob
+from application.jobs.commands.run_job import RunJob, RunLimits
+from application.jobs.repository import EventSourcedJobs
 from application.policies.follower import LogFollower
 from domain.connection import Connection
 from domain.connection_input import ConnectionInput

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from adapters.memory.job_index import InMemoryJobIndex
-from application.commands.run_job import RunLimits
+from application.jobs.commands.run_job import RunLimits
 from application.policies.follower import ProjectionFollower
 from application.policies.reap_jobs import ReapJobs
 from application.ports.metrics import FailureReason

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from application.commands.check_connection import limiter_key
-from application.connection_directory import internal_id
+from application.connections.commands.check_connection import limiter_key
+from application.connections.directory import internal_id
+from application.connections.queries.list_connections import ListFilter
 from application.ports.messaging import Settlement
-from application.queries.list_connections import ListFilter
 from domain.connection import Connection
 from domain.connection_input import ConnectionInput
 from domain.errors import FetcherError

@@ -119,7 +119,7 @@ async def test_the_sql_adapters_share_one_engine_for_the_database(tmp_path: Path
 
 
 async def test_the_worker_reuses_discovered_schemas_unless_told_not_to(tmp_path: Path) -> None:
-    from application.cached_discovery import SchemaCachingReader
+    from application.connections.cached_discovery import SchemaCachingReader
 
     env = {"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY}
     async with bootstrap(Settings.from_env(env)) as fetcher:
@@ -132,7 +132,7 @@ async def test_the_worker_reuses_discovered_schemas_unless_told_not_to(tmp_path:
 async def test_the_api_and_the_worker_remember_connection_lookups_unless_told_not_to(
     tmp_path: Path,
 ) -> None:
-    from application.cached_connections import CachingConnectionRepository
+    from application.connections.cached import CachingConnectionRepository
 
     env = {"FETCHER_DATA_DIR": str(tmp_path), "APP_ENC_KEY": MASTER_KEY}
     async with bootstrap(Settings.from_env(env)) as fetcher:

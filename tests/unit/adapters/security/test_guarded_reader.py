@@ -10,7 +10,7 @@ import pytest
 from adapters.memory.datasource_reader import InMemoryDatasourceReader, MemoryTable
 from adapters.security.guarded_reader import GuardedDatasourceReader
 from adapters.security.host_guard import NetworkHostGuard
-from application.endpoints import TrustedEndpoint
+from application.connections.endpoints import TrustedEndpoint
 from application.errors import ForbiddenHost
 from application.ports.datasource_reader import DatasourceReader
 from domain.connection import DatabaseType, Endpoint

@@ -7,7 +7,7 @@ import contextlib
 
 from adapters.memory.job_index import InMemoryJobIndex
 from adapters.memory.messaging import RecordingJobEventPublisher
-from application.job_repository import EventSourcedJobs
+from application.jobs.repository import EventSourcedJobs
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import LogFollower, ProjectionFollower, SharedLogReads
 from domain.errors import Unavailable

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from adapters.memory.job_index import InMemoryJobIndex
-from application.fresh_job_index import FreshJobIndex
+from application.jobs.fresh_index import FreshJobIndex
 from application.policies.requeue_pending import RequeuePending
 from domain.tenant import SINGLE_TENANT
 

@@ -13,7 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from adapters.memory.datasource_reader import MemoryTable
 from adapters.security.host_guard import NetworkHostGuard
-from application.connection_directory import internal_id
+from application.connections.directory import internal_id
 from application.errors import (
     ConnectFailure,
     DatasourceError,

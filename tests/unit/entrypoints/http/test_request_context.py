@@ -123,7 +123,7 @@ async def test_the_worker_logs_start_and_end_with_rows_bytes_and_duration(app, l
         )
     ).job
     await app.run_job(job.id, request_id="req-w", tenant=SINGLE_TENANT)
-    mine = [r for r in logs.records if r.name == "application.commands.run_job"]
+    mine = [r for r in logs.records if r.name == "application.jobs.commands.run_job"]
     assert [r.getMessage() for r in mine] == ["job.started", "job.completed"]
     assert all(r.job_id == str(job.id) for r in mine)  # type: ignore[attr-defined]
     assert all(r.request_id == "req-w" for r in mine)  # type: ignore[attr-defined]

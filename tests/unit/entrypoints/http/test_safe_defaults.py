@@ -8,7 +8,7 @@ from litestar.testing import AsyncTestClient
 
 from adapters.auth.claims import ClaimPermissions
 from adapters.auth.jwt_verifier import UnverifiedClaimsReader
-from application.queries.get_job import GetJob, GetJobHistory
+from application.jobs.queries.get_job import GetJob, GetJobHistory
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import HttpSecurity
 from entrypoints.roles import ApiServices

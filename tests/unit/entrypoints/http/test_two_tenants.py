@@ -28,7 +28,7 @@ from adapters.messaging.local import (
     InProcessWorkQueue,
     JsonlJobEventPublisher,
 )
-from application.connection_directory import internal_id
+from application.connections.directory import internal_id
 from domain.identity import Identity, Permission
 from domain.tenant import Tenant
 from entrypoints.composition import bootstrap
