@@ -71,7 +71,7 @@ _PREV_KEY = b'"prev_digest":"'
 _DIGEST_TAIL = len(_DIGEST_KEY) + 64 + 2
 
 
-def split_sealed(state: bytes) -> tuple[bytes, str | None]:
+def split_linked(state: bytes) -> tuple[bytes, str | None]:
     """The stored state without its trailing ``digest`` key, and the digest it carries; for a
     state recorded before chaining, the state itself and None. (What is carried is not
     checked to be hex: anything else never equals a digest.)"""
@@ -84,7 +84,7 @@ def split_sealed(state: bytes) -> tuple[bytes, str | None]:
 
 
 def prev_digest_of(body: bytes) -> str | None:
-    """The ``prev_digest`` a sealed state (without its digest) ends with, or None."""
+    """The ``prev_digest`` a linked state (without its digest) ends with, or None."""
     if body[-81:-66] == _PREV_KEY and body[-2:] == b'"}':
         return body[-66:-2].decode("ascii", "replace")
     if body.endswith(_PREV_KEY + b'"}'):
@@ -103,11 +103,11 @@ def content_digest(originator_id: str, version: int, topic: str, body: bytes) ->
 
 def record_digest(record: Record) -> str:
     """The digest of a record's content, whether or not it carries one."""
-    body, _ = split_sealed(record.state)
+    body, _ = split_linked(record.state)
     return content_digest(record.originator_id, record.version, record.topic, body)
 
 
-def seal(
+def link(
     originator_id: str, version: int, topic: str, state: bytes, prev_digest: str
 ) -> tuple[bytes, str]:
     """``state`` (a stored JSON object) with ``prev_digest`` and its own ``digest`` added as

@@ -15,9 +15,9 @@ from domain.audit_chain import (
     GENESIS,
     JOB_TOPIC_PREFIX,
     Record,
+    link,
     record_digest,
-    seal,
-    split_sealed,
+    split_linked,
 )
 
 PreviousReader = Callable[[UUID, int], StoredEvent | None]
@@ -36,40 +36,40 @@ def stored_record(stored: StoredEvent, position: int = 0) -> Record:
 
 def digest_of(stored: StoredEvent) -> str:
     """The digest an event carries, or for one recorded before chaining, of its content."""
-    _, carried = split_sealed(bytes(stored.state))
+    _, carried = split_linked(bytes(stored.state))
     return carried if carried is not None else record_digest(stored_record(stored))
 
 
 class Chainer:
-    """Seals job events before they are inserted; thread-safe; remembers ``capacity`` heads."""
+    """Links job events into their chain before they are inserted; thread-safe; remembers ``capacity`` heads."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self._heads: OrderedDict[UUID, tuple[int, str]] = OrderedDict()
         self._capacity = capacity
         self._lock = threading.Lock()
 
-    def seal(
+    def link(
         self, events: Sequence[StoredEvent], previous: PreviousReader
     ) -> tuple[list[StoredEvent], dict[UUID, tuple[int, str]]]:
-        """The events with job events sealed, and the jobs' new heads (to ``remember_heads``
+        """The events with job events linked, and the jobs' new heads (to ``remember_heads``
         once the insert succeeded)."""
-        sealed: list[StoredEvent] = []
+        linked: list[StoredEvent] = []
         batch: dict[UUID, tuple[int, str]] = {}
         for stored in events:
             if not stored.topic.startswith(JOB_TOPIC_PREFIX):
-                sealed.append(stored)
+                linked.append(stored)
                 continue
             job_id = stored.originator_id
             assert isinstance(job_id, UUID)
             version = int(stored.originator_version)
             prev = self._prev(job_id, version, batch, previous)
-            state, digest = seal(str(job_id), version, stored.topic, bytes(stored.state), prev)
+            state, digest = link(str(job_id), version, stored.topic, bytes(stored.state), prev)
             batch[job_id] = (version, digest)
-            sealed.append(StoredEvent(job_id, version, stored.topic, state))
-        return sealed, batch
+            linked.append(StoredEvent(job_id, version, stored.topic, state))
+        return linked, batch
 
     def unknown_previous(self, events: Sequence[StoredEvent]) -> list[tuple[UUID, int]]:
-        """The (job id, version) of each event ``seal`` would have to read for ``events``:
+        """The (job id, version) of each event ``link`` would have to read for ``events``:
         the predecessors neither earlier in ``events`` nor remembered (for a reader that
         fetches them first, asynchronously)."""
         batch: dict[UUID, int] = {}

@@ -101,8 +101,8 @@ class PostgresJobEventStore(JobEventStore):
             found = await self._tables.select(job_id, after=version - 1, up_to=version)
             if found:
                 previous[(job_id, version)] = found[0]
-        sealed, heads = self._chain.seal(stored, lambda job, version: previous.get((job, version)))
-        ids = await self._tables.insert(sealed)
+        linked, heads = self._chain.link(stored, lambda job, version: previous.get((job, version)))
+        ids = await self._tables.insert(linked)
         if len(ids) != len(events):
             raise RuntimeError("the database did not return a notification id for every event")
         self._chain.remember_heads(heads)

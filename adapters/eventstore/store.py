@@ -168,7 +168,7 @@ class EventsourcingJobEventStore(JobEventStore):
 
     def _insert_now(self, events: list[DomainEvent]) -> Sequence[int]:
         recorder = self._ensure_open()
-        stored, heads = self._chain.seal(
+        stored, heads = self._chain.link(
             [self._mapper.to_stored_event(e) for e in events],
             functools.partial(_stored_version, recorder),
         )

@@ -19,7 +19,7 @@ from domain.audit_chain import (
     content_digest,
     log_step,
     prev_digest_of,
-    split_sealed,
+    split_linked,
 )
 
 MAX_BREAKS = 1000
@@ -195,7 +195,7 @@ class ChainVerifier:
         report = self._report
         report.job_events += 1
         job, version, position = record.originator_id, record.version, record.position
-        body, carried = split_sealed(record.state)
+        body, carried = split_linked(record.state)
         computed = content_digest(job, version, record.topic, body)
         head = self._heads.get(job)
         if head is None:

@@ -177,8 +177,8 @@ async def test_connections_the_database_dropped_are_replaced_without_an_error(
 
 async def test_a_store_that_did_not_write_a_stream_chains_onto_it(pg_event_database: str) -> None:
     """The digest chain links an event to its predecessor even when another process wrote
-    that one (the predecessor is read before sealing)."""
-    from domain.audit_chain import prev_digest_of, split_sealed
+    that one (the predecessor is read before linking)."""
+    from domain.audit_chain import prev_digest_of, split_linked
 
     job, schema = uuid4(), f"t_{uuid.uuid4().hex[:12]}"
     address = PostgresAddress.from_url(pg_event_database)
@@ -190,8 +190,8 @@ async def test_a_store_that_did_not_write_a_stream_chains_onto_it(pg_event_datab
         await second.append(history[1:2])
         records = [r for r in await second.read_records(0, 10) if r.originator_id == str(job)]
         assert [r.version for r in records] == [1, 2]
-        body_1, digest_1 = split_sealed(records[0].state)
-        body_2, _ = split_sealed(records[1].state)
+        body_1, digest_1 = split_linked(records[0].state)
+        body_2, _ = split_linked(records[1].state)
         assert digest_1 is not None
         assert prev_digest_of(body_1) == ""
         assert prev_digest_of(body_2) == digest_1

@@ -18,7 +18,7 @@ from adapters.eventstore.store import EventsourcingJobEventStore
 from application.audit.checkpointer import RecordCheckpoints
 from application.audit.verify import BreakKind, ChainVerifier, VerifyReport
 from domain import job as jobs
-from domain.audit_chain import Checkpoint, Record, parse_state, seal
+from domain.audit_chain import Checkpoint, Record, link, parse_state
 from domain.request import ExtractionRequest
 from domain.tenant import SINGLE_TENANT
 from tests.support.twins import FakeClock
@@ -163,7 +163,7 @@ async def test_a_recomputed_chain_still_breaks_the_checkpoint(trail: Trail) -> N
     state["request"]["metadata"]["source"] = "forged"
     del state["prev_digest"], state["digest"]
     raw = json.dumps(state).encode()
-    forged, _ = seal(record.originator_id, 1, record.topic, raw, "")
+    forged, _ = link(record.originator_id, 1, record.topic, raw, "")
     trail.records[i] = dataclasses.replace(record, state=forged)
     assert _first(_verify(trail.records, trail.checkpoints)) == (
         BreakKind.CHANGED,
