@@ -41,7 +41,8 @@ def digest_of(stored: StoredEvent) -> str:
 
 
 class Chainer:
-    """Links job events into their chain before they are inserted; thread-safe; remembers ``capacity`` heads."""
+    """Links job events into their chain before they are inserted; thread-safe; remembers
+    ``capacity`` heads."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self._heads: OrderedDict[UUID, tuple[int, str]] = OrderedDict()
