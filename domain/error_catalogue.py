@@ -388,3 +388,67 @@ CATALOGUE: Final[tuple[CatalogueEntry, ...]] = tuple(
     entry for entry in tuple(globals().values()) if isinstance(entry, CatalogueEntry)
 )
 """Every entry above, in the order written."""
+
+
+REMEDIES: Final[dict[str, str]] = {
+    "FET-0001": "Fix the request as the message says: it names the JSON path and what was "
+    "expected there, or the line and column of invalid JSON. Send `Content-Type: "
+    "application/json`, stay under the body size limit, and send the whole body promptly.",
+    "FET-0002": "Fetcher failed unexpectedly. Retry later; if it persists, give the operator the "
+    "response's `X-Request-Id`: the log line with that id has the cause.",
+    "FET-0003": "A dependency (database, broker, storage) is down or the service is draining. "
+    "Retry with backoff; operators see which one in `/readyz`.",
+    "FET-0004": "Read the resource again and resolve the conflict before retrying.",
+    "FET-0005": "Check the path and the id; a job or connection of another tenant is not found "
+    "either.",
+    "FET-0006": "Send `Authorization: Bearer <token>` with a token from the configured issuer, "
+    "not expired, for this audience; the message says what was wrong with it.",
+    "FET-0007": "Ask for a token that grants the permission the message names (or that the "
+    "authorization service allows).",
+    "FET-0008": "The token issuer or the authorization service did not answer: retry later; "
+    "operators check `FETCHER_AUTH_ISSUER` / the plugin address and `fetcher check`.",
+    "FET-0009": "The authorization service refused with its own status; see its message.",
+    "FET-0050": "A work message whose signature did not verify or could not be read: it is "
+    "dead-lettered. Check that every role shares the same `APP_ENC_KEY`.",
+    "FET-0401": "Check `dataRequest`: each datasource maps tables to a list of field names, and "
+    "each filter refers to a requested datasource, table and field.",
+    "FET-0402": "Add the fields the message lists; see the request examples in the API guide.",
+    "FET-0403": "Send the headers the message names, in the documented format.",
+    "FET-0404": "Use an id in the documented format (a UUID).",
+    "FET-0405": "Correct the query parameter the message names.",
+    "FET-0406": "Ask for at most the maximum page size the message gives.",
+    "FET-0407": "Use `asc` or `desc`.",
+    "FET-0408": "Use `yyyy-mm-dd` dates.",
+    "FET-0409": "Give a final date on or after the initial date.",
+    "FET-0413": "Use an SSL mode the database type supports (the message names the one sent).",
+    "FET-0414": "Point the connection at a database host Fetcher may reach: loopback, link-local "
+    "and metadata addresses are refused unless the operator allows them.",
+    "FET-1001": "Check the id: the entity does not exist (or belongs to another tenant).",
+    "FET-1002": "Another entity already uses the value the message names (a connection's "
+    "`configName`): choose another, or update the existing one.",
+    "FET-1014": "Assign the connection to a product first.",
+    "FET-1015": "The connection already belongs to a product: create another connection.",
+    "FET-1016": "Ask only for datasources of the product given.",
+    "FET-1020": "Register a connection under each `configName` the job names (the message "
+    "names the missing ones), or correct the names.",
+    "FET-1021": "Wait for the connection's running jobs to end, then retry.",
+    "FET-1022": "The job already moved on (completed, failed or claimed by another worker); read "
+    "it again.",
+    "FET-1023": "Read the job's `metadata.error` (or the `job.failed` event): it says which "
+    "datasource failed and why; fix the source or the request and submit again.",
+    "FET-1040": "The connection's database could not be reached or refused the login at job "
+    "creation; the message gives the cause. Fix the connection (`PATCH` it) or the database, "
+    "then test it with `POST /v1/management/connections/{id}/test`.",
+    "FET-1041": "The connection test failed (502: the datasource, not Fetcher): check host, "
+    "port, credentials, SSL mode and network access; the message gives the cause.",
+    "FET-1042": "Fetcher could not read the database's schema: check the user's privileges on "
+    "the catalog and retry.",
+    "FET-1043": "Wait the number of seconds the message gives before testing again.",
+    "FET-1060": "The response lists each unknown datasource, table or field with the closest "
+    "real names: correct the request.",
+    "FET-1061": "Validate fewer datasources, tables or fields per request.",
+    "FET-1062": "Register a connection under each `configName` the validation names.",
+    "FET-1080": "In multi-tenant mode use a token carrying a valid tenant claim.",
+    "FET-1081": "Check the tenant id; the tenant has no data in this deployment.",
+}
+"""What to do about each code, as the errors reference (``docs/api/errors.md``) says it."""

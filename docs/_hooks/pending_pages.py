@@ -16,11 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-PENDING = frozenset(
-    {
-        "api/errors.md",
-    }
-)
+PENDING: frozenset[str] = frozenset()
 
 log = logging.getLogger("mkdocs.hooks.pending_pages")
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)#\s]+\.md)(#[^)\s]*)?\)")

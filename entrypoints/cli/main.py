@@ -14,6 +14,7 @@ from domain.errors import FetcherError
 from entrypoints.cli.audit import add_audit_commands
 from entrypoints.cli.broker import add_broker_commands
 from entrypoints.cli.check import add_check_command
+from entrypoints.cli.errors_docs import add_errors_command
 from entrypoints.cli.healthcheck import add_healthcheck_command
 from entrypoints.cli.settings_docs import add_settings_command
 from entrypoints.cli.settings_help import settings_epilog
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_broker_commands(commands)
     add_tool_commands(commands)
     add_settings_command(commands)
+    add_errors_command(commands)
     add_healthcheck_command(commands)
     add_audit_commands(commands)
     return parser
