@@ -15,6 +15,7 @@ from litestar.openapi import OpenAPIConfig
 from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from domain.identity import Identity
 from domain.tenant import Tenant
+from entrypoints.http.api_examples import complete
 from entrypoints.http.audit_routes import AuditController
 from entrypoints.http.auth import (
     SECURITY_COMPONENTS,
@@ -138,6 +139,9 @@ def create_app(services: ApiServices, security: HttpSecurity | None = None) -> L
         logging_config=None,
         plugins=[RequiredFieldsSchemaPlugin(), *_tracing_plugins(services)],
     )
+    # The document's descriptions, examples and extra statuses, applied once to the document
+    # the handlers generate (it is cached: the JSON and the UI serve this one).
+    complete(app.openapi_schema)
     # Outermost, around what Litestar built (its router, exception handling, CORS and
     # tracing), so that every request gets an id and an access-log line, 404s included.
     app.asgi_handler = RequestContext(app.asgi_handler)

@@ -91,8 +91,8 @@ async def test_every_error_answer_has_the_one_error_shape(document):
             for status, response in operation["responses"].items():
                 if status.startswith("2") or (path.endswith("validate-schema") and status == "422"):
                     continue
-                if path.startswith("/readyz/"):  # the reference's own probe bodies (§7.3)
-                    continue
+                if path == "/health" or path.startswith("/readyz"):
+                    continue  # the probes answer their own bodies (reference §7), 503 included
                 schema = response["content"]["application/json"]["schema"]
                 assert schema == {"$ref": error_ref}, (method, path, status)
     assert set(document["components"]["schemas"]["ErrorBody"]["required"]) == {
@@ -124,3 +124,88 @@ async def test_the_ui_and_its_assets_are_served_by_the_service(app):
         assert missing.status_code == 404
         document = (await client.get("/openapi/openapi.json")).json()
         assert not any(path.startswith("/openapi") for path in document["paths"])
+
+
+def _operations(document: dict):
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in {"get", "post", "put", "patch", "delete"}:
+                yield path, method, operation
+
+
+def _has_example(media: dict) -> bool:
+    return bool(media.get("example") is not None or media.get("examples"))
+
+
+async def test_every_operation_and_parameter_is_described(document):
+    missing = [
+        f"{method.upper()} {path}"
+        for path, method, operation in _operations(document)
+        if not operation.get("description")
+    ]
+    assert missing == []
+    undescribed = [
+        f"{method.upper()} {path} {parameter['in']} {parameter['name']}"
+        for path, method, operation in _operations(document)
+        for parameter in operation.get("parameters", [])
+        if not parameter.get("description")
+    ]
+    assert undescribed == []
+
+
+async def test_every_request_body_and_success_answer_carries_an_example(document):
+    without = []
+    for path, method, operation in _operations(document):
+        body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        if body is not None and not _has_example(body):
+            without.append(f"{method.upper()} {path} request")
+        for status, answer in operation.get("responses", {}).items():
+            media = answer.get("content", {}).get("application/json")
+            if status.startswith("2") and media is not None and not _has_example(media):
+                without.append(f"{method.upper()} {path} {status}")
+    assert without == []
+
+
+async def test_the_probes_document_their_503(document):
+    health = document["paths"]["/health"]["get"]["responses"]["503"]["content"]["application/json"]
+    assert health["example"] == {"status": "unhealthy", "reason": "self-probe failed"}
+    ready = document["paths"]["/readyz"]["get"]["responses"]["503"]["content"]["application/json"]
+    assert ready["schema"] == {"$ref": "#/components/schemas/ReadinessView"}
+    test = document["paths"]["/v1/management/connections/{connection_id}/test"]["post"]
+    assert test["responses"]["502"]["content"]["application/json"]["example"]["code"] == "FET-1041"
+
+
+async def test_the_job_request_example_is_the_walk_through_not_a_generated_one(document):
+    body = document["paths"]["/v1/fetcher"]["post"]["requestBody"]["content"]["application/json"]
+    text = str(body.get("example") or body.get("examples"))
+    assert "additionalProp" not in text
+    assert "mappedFields" in text
+
+
+async def test_every_example_fits_its_schema(document):
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    registry = Registry().with_resource(
+        "urn:fetcher:openapi",
+        Resource.from_contents(
+            {"$schema": "https://json-schema.org/draft/2020-12/schema", **document}
+        ),
+    )
+    checked = 0
+    for path, method, operation in _operations(document):
+        medias = [operation.get("requestBody", {}).get("content", {}).get("application/json")]
+        medias += [
+            answer.get("content", {}).get("application/json")
+            for answer in operation.get("responses", {}).values()
+        ]
+        for media in medias:
+            if not media or "example" not in media or "$ref" not in media.get("schema", {}):
+                continue
+            schema = {"$ref": "urn:fetcher:openapi" + media["schema"]["$ref"]}
+            errors = list(
+                Draft202012Validator(schema, registry=registry).iter_errors(media["example"])
+            )
+            assert errors == [], (method, path, [e.message for e in errors])
+            checked += 1
+    assert checked >= 20  # every example with a schema: 24 today
