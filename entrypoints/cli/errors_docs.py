@@ -28,6 +28,22 @@ _STATUS: dict[CatalogueEntry, str] = {
 }
 
 
+_OWN = ", ".join(
+    entry.code
+    for entry in (
+        catalogue.MISSING_TOKEN,
+        catalogue.PERMISSION_DENIED,
+        catalogue.AUTH_SERVICE_UNAVAILABLE,
+        catalogue.AUTH_SERVICE_ERROR,
+        catalogue.INVALID_JOB_TRANSITION,
+        catalogue.EXTRACTION_FAILED,
+        catalogue.CONNECTION_TEST_FAILED,
+        catalogue.SCHEMA_RETRIEVAL_FAILED,
+        catalogue.CONNECTION_TEST_RATE_LIMITED,
+    )
+)
+
+
 def status(entry: CatalogueEntry) -> str:
     """The HTTP status ``entry`` is answered with."""
     # Imported here: the HTTP layer (Litestar) is not loaded for every command.
@@ -49,7 +65,7 @@ def markdown() -> str:
         "Every error answer has one body shape (the reference's):",
         "",
         "```json",
-        '{"code": "FET-1020", "title": "Missing Data Source",',
+        f'{{"code": "{catalogue.MISSING_DATA_SOURCE.code}", "title": "Missing Data Source",',
         ' "message": "No connection configured for datasource \'crm\'"}',
         "```",
         "",
@@ -72,9 +88,10 @@ def markdown() -> str:
         )
     lines += [
         "",
-        "Codes the reference's catalogue does not have (FET-0006 to FET-0009, FET-1022, FET-1023, "
-        "FET-1041 to FET-1043) and why are listed at the top of `domain/error_catalogue.py`. "
-        "FET-1041 answers 502 where the reference answers 500: the datasource under test "
+        f"Codes the reference's catalogue does not have ({_OWN}) and why are listed at the "
+        "top of `domain/error_catalogue.py`. "
+        f"{catalogue.CONNECTION_TEST_FAILED.code} answers 502 where the reference answers 500: "
+        "the datasource under test "
         "failed, not Fetcher, and a client or a monitor can tell the two apart.",
         "",
     ]

@@ -24,6 +24,8 @@ from litestar.openapi.spec import (
     RequestBody,
 )
 
+from domain import error_catalogue as catalogue
+
 CONNECTION_ID = "01a2437e-c3f0-7286-831b-6d8d6b5a5bb1"
 JOB_ID = "01a2437e-c76d-7970-bda9-7d07d725363d"
 CREATED = "2026-12-04T23:58:30.896037Z"
@@ -148,18 +150,23 @@ NOT_READY = {
     "deployment_mode": "production",
 }
 
-_ID = "The {0}'s id, a UUID (400 FET-0404 when it is not one, 404 FET-1001 when there is none)."
+_ID = (
+    f"The {{0}}'s id, a UUID (400 {catalogue.INVALID_PATH_PARAMETER.code} when it is not one, "
+    f"404 {catalogue.ENTITY_NOT_FOUND.code} when there is none)."
+)
 _CONNECTION_ID = _ID.format("connection")
 _JOB_ID = _ID.format("job")
 CONNECTION_TEST_FAILED = {
-    "code": "FET-1041",
+    "code": catalogue.CONNECTION_TEST_FAILED.code,
     "title": "Database Connection Error",
     "message": "The adapter failed to connect to the target data source. Check credentials and "
     "network access. (connection refused)",
 }
 
 STATUSES = {
-    502: "The datasource failed, not Fetcher: FET-1041 (connect) or FET-1042 (discover)",
+    502: "The datasource failed, not Fetcher: "
+    f"{catalogue.CONNECTION_TEST_FAILED.code} (connect) or "
+    f"{catalogue.SCHEMA_RETRIEVAL_FAILED.code} (discover)",
     503: "Not live (yet), or not ready: the failing check is named",
 }
 
@@ -217,7 +224,7 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ("POST", "/v1/management/connections"): OperationDocs(
         "Registers a database under the product in `X-Product-Name`. The password and TLS "
         "material are stored encrypted and never returned. A `configName` already taken is "
-        "409 FET-1002.",
+        f"409 {catalogue.ENTITY_CONFLICT.code}.",
         request=NEW_CONNECTION,
         answers={201: CONNECTION},
     ),
@@ -238,7 +245,8 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ),
     ("PATCH", "/v1/management/connections/{connection_id}"): OperationDocs(
         "Changes the fields given (the product cannot change here). A new password is "
-        "encrypted under the newest key. 409 FET-1021 while a job of the connection runs.",
+        "encrypted under the newest key. "
+        f"409 {catalogue.JOB_IN_PROGRESS.code} while a job of the connection runs.",
         parameters={"connection_id": _CONNECTION_ID},
         request={"metadata": {"team": "finance"}},
         answers={
@@ -251,11 +259,12 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ),
     ("DELETE", "/v1/management/connections/{connection_id}"): OperationDocs(
         "Deletes a connection: the row is kept (soft delete) with its credentials erased. "
-        "409 FET-1021 while a job of the connection runs.",
+        f"409 {catalogue.JOB_IN_PROGRESS.code} while a job of the connection runs.",
         parameters={"connection_id": _CONNECTION_ID},
     ),
     ("POST", "/v1/management/connections/{connection_id}/test"): OperationDocs(
-        "Connects to the database and answers how long it took. A failure is 502 FET-1041 "
+        "Connects to the database and answers how long it took. "
+        f"A failure is 502 {catalogue.CONNECTION_TEST_FAILED.code} "
         "with a short, secret-free cause; ten tests a minute per connection.",
         parameters={"connection_id": _CONNECTION_ID},
         answers={200: {"status": "success", "message": "Connection successful", "latencyMs": 74}},
@@ -269,7 +278,7 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ),
     ("POST", "/v1/management/connections/validate-schema"): OperationDocs(
         "Checks that every datasource, table and field of a request exists, before sending "
-        "it; 422 FET-1060 lists each one that does not.",
+        f"it; 422 {catalogue.SCHEMA_VALIDATION_FAILED.code} lists each one that does not.",
         request={"mappedFields": {"local_pg": {"public.walkthrough_accounts": ["id", "email"]}}},
         answers={
             200: {
@@ -281,7 +290,7 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ),
     ("POST", "/v1/management/connections/{connection_id}/assign"): OperationDocs(
         "Gives a connection without a product the product in `X-Product-Name`; a product is "
-        "given once (409 FET-1015 after).",
+        f"given once (409 {catalogue.CONNECTION_ALREADY_ASSIGNED.code} after).",
         parameters={"connection_id": _CONNECTION_ID},
         answers={200: CONNECTION},
     ),
