@@ -98,6 +98,12 @@ class App:
     def request_job(self) -> RequestJob:
         return self.fetcher.api.request_job
 
+    def schemas_unknown_at_submission(self) -> None:
+        """Submissions skip the schema check, as when no datasource schema can be read at
+        submission: a job naming an unknown table or field is accepted, and the worker
+        fails it (the path of a table dropped after submission)."""
+        self.request_job.schemas = None
+
     @property
     def register(self) -> RegisterConnection:
         return self.fetcher.api.connections.register

@@ -30,6 +30,7 @@ from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
 from domain.job import Job, apply, request_job
 from domain.names import discovery_scope
 from domain.request import ExtractionRequest
+from domain.schema import Schema
 from domain.tenant import Tenant
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class RequestJob:
     """Records a job of ``tenant`` (``Requested``), unless an identical request of the same
     tenant already holds its request slot: validation, deduplication (per tenant), connection
     resolution among the tenant's own (a name only another tenant has is unknown, FET-1020),
-    product ownership, the known-schema check and connectivity tests, then one append."""
+    product ownership, connectivity tests and the schema check, then one append."""
 
     jobs: Jobs
     directory: ConnectionDirectory
@@ -76,8 +77,9 @@ class RequestJob:
     ids: IdGenerator
     test_timeout: float = CONNECTION_TEST_TIMEOUT
     schemas: SchemaCache | None = None
-    """Schemas already discovered (by validate-schema or a job); when one is known, the request
-    is checked against it now instead of failing later as ``job.failed``."""
+    """Schemas discovered (by validate-schema, a job or a submission): the request is checked
+    against its datasources' schemas now instead of failing later as ``job.failed``; a schema
+    not yet known is discovered (none: no check at submission)."""
     tracer: Tracer = field(default=NO_TRACER)
     """Its current context is recorded with the job, so the job's later work joins the
     request's trace."""
@@ -119,8 +121,8 @@ class RequestJob:
             return RequestJobResult(existing, created=False)
         connections = await self._resolve(request, tenant)
         self._check_ownership(request, connections)
-        await self._check_known_schemas(request, connections)
         await self._test_connections(connections)
+        await self._check_schemas(request, connections)
         # The slot read above is taken as it is the first time: if another request took it
         # meanwhile, the append conflicts on the slot's next version and the slot is read again.
         async for attempt in AsyncRetrying(
@@ -190,28 +192,49 @@ class RequestJob:
                     f"source '{request.source}'"
                 )
 
-    async def _check_known_schemas(
+    async def _check_schemas(
         self, request: ExtractionRequest, connections: Mapping[str, Connection]
     ) -> None:
+        """Refuses a table or field the datasource does not have, with the closest real names,
+        whenever its schema can be known now: already discovered, or discovered within the
+        test timeout (and kept for the worker). A schema that cannot be read now is left to
+        the worker, which fails the job if it still cannot."""
         if self.schemas is None:
             return
-        for name in request.datasource_names:
+        schemas = self.schemas
+
+        async def check(name: str) -> None:
             connection = connections[name]
             tables = request.mapped_fields[name]
-            key = SchemaKey(
-                connection.id,
-                connection.version,
-                discovery_scope(connection.type, list(tables)),
-                connection.tenant,
-            )
-            schema = await self.schemas.get(key)
+            scope = discovery_scope(connection.type, list(tables))
+            key = SchemaKey(connection.id, connection.version, scope, connection.tenant)
+            schema = await schemas.get(key)
             if schema is None:
-                continue
+                schema = await self._discover(connection, scope)
+                if schema is None:
+                    return
+                await schemas.put(key, schema)
             try:
                 build_reads(name, connection, schema, tables, request.filters.get(name, {}))
             except ExtractionError as error:
                 detail = error.detail.removeprefix(catalogue.INVALID_DATA_REQUEST.cite(""))
                 raise InvalidRequest(detail or error.message) from None
+
+        await asyncio.gather(*(check(name) for name in request.datasource_names))
+
+    async def _discover(self, connection: Connection, scope: tuple[str, ...]) -> Schema | None:
+        try:
+            endpoint = self.endpoints.endpoint(connection)
+            return await asyncio.wait_for(
+                self.reader.discover(endpoint, scope), self.test_timeout + 1
+            )
+        except (FetcherError, TimeoutError) as error:
+            log.info(
+                "schema of %s not known at submission (%s); the worker will check it",
+                connection.config_name,
+                type(error).__name__,
+            )
+            return None
 
     async def _test_connections(self, connections: Mapping[str, Connection]) -> None:
         external = [

@@ -111,6 +111,7 @@ def _storage_down_past_the_window(app) -> None:
     ids=["validation", "unavailable", "storage", "limit_exceeded", "timeout"],
 )  # fmt: skip
 async def test_a_failed_job_is_counted_by_its_reason_class(app, arrange, reason):
+    app.schemas_unknown_at_submission()
     table = "nope" if reason == "validation" else "accounts"
     job = await _requested(app, table)
     arrange(app)

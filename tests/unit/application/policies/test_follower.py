@@ -187,10 +187,12 @@ async def test_a_failing_event_is_retried_after_the_events_before_it_are_recorde
     assert await app.store.position("test") == 4
 
 
-async def _more(app, table):
-    """Another job (and its request slot) on the connection already registered."""
+async def _more(app, batch):
+    """Another job (and its request slot) on the connection already registered: the same
+    table, told apart by its metadata."""
+    metadata = {**SOURCE, "batch": batch}
     return (
-        await app.request_job({"pgsql": {table: ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+        await app.request_job({"pgsql": {"accounts": ["id"]}}, None, metadata, tenant=SINGLE_TENANT)
     ).job
 
 

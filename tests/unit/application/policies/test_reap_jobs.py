@@ -96,6 +96,7 @@ async def test_reaper_fails_a_job_never_picked_up(app):
 async def test_a_failed_redispatch_does_not_stop_the_round_and_is_tried_next_round(app):
     """During a broker outage one job's publish fails: the round still times out and
     redispatches the jobs after it, and the failed one is redispatched next round."""
+    app.schemas_unknown_at_submission()
     index, follower = await _projection(app)
     first = await _requested(app, "accounts")
     second = (
@@ -121,6 +122,7 @@ async def test_a_failed_redispatch_does_not_stop_the_round_and_is_tried_next_rou
 
 
 async def test_a_job_that_cannot_be_read_does_not_stop_the_round(app, monkeypatch):
+    app.schemas_unknown_at_submission()
     index, follower = await _projection(app)
     unreadable = await _requested(app, "accounts")
     stuck = (

@@ -69,6 +69,7 @@ async def test_job_reads_back_in_the_go_form_its_messages_carry(client, app):
     """The request is recorded as sent; reading it (now, or a job recorded long ago) gives
     the reference's stored form: Go's numbers, sorted keys, operators in their fixed order,
     empty operators left out. The work message and the events carry the same bytes."""
+    app.schemas_unknown_at_submission()
     await client.post("/v1/management/connections", json=CONNECTION, headers=PRODUCT)
     created = await client.post(
         "/v1/fetcher", content=RAW_JOB, headers={"Content-Type": "application/json"}

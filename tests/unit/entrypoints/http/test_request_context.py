@@ -135,6 +135,7 @@ async def test_the_worker_logs_start_and_end_with_rows_bytes_and_duration(app, l
 
 
 async def test_a_failed_job_is_logged_with_its_error(app, logs):
+    app.schemas_unknown_at_submission()
     await app.connection()
     job = (
         await app.request_job(

@@ -7,7 +7,7 @@ import pytest
 from adapters.crypto.sealing import open_result
 from application.errors import ConnectFailure, DatasourceError
 from domain.errors import ConcurrencyConflict, InvalidRequest
-from domain.job import JobRequested
+from domain.job import JobFailed, JobRequested
 from domain.tenant import SINGLE_TENANT
 
 SOURCE = {"source": "payments"}
@@ -65,6 +65,7 @@ async def test_a_request_that_keeps_conflicting_gives_up_after_three_tries(app, 
 
 
 async def test_failed_job_does_not_block_a_new_request(app):
+    app.schemas_unknown_at_submission()
     await app.connection()
     first = await app.request_job(
         {"pgsql": {"missing": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
@@ -302,7 +303,7 @@ def test_no_suggestion_when_nothing_is_close():
     assert did_you_mean("ORDER", ["accounts", "Orders"]) == " (did you mean 'Orders'?)"
 
 
-async def test_valid_request_passes_a_known_schema_and_unknown_ones_are_left_to_the_worker(app):
+async def test_valid_request_passes_a_known_schema_and_an_unknown_scope_is_discovered_now(app):
     await _with_known_schema(app)
     ok = await app.request_job(
         {"pgsql": {"accounts": ["*"]}},
@@ -311,7 +312,55 @@ async def test_valid_request_passes_a_known_schema_and_unknown_ones_are_left_to_
         tenant=SINGLE_TENANT,
     )
     assert ok.created
-    later = await app.request_job(
-        {"pgsql": {"sales.orders": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
-    )
-    assert later.created  # scope ('sales',) is not cached: the worker decides
+    # Scope ('sales',) was never discovered: it is now, and the request is refused.
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job(
+            {"pgsql": {"sales.orders": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+        )
+    assert "not found in datasource 'pgsql'" in caught.value.message
+
+
+async def test_an_unknown_table_is_refused_at_submission_without_a_cached_schema(app):
+    """Nothing discovered yet: the submission discovers the schema, refuses the misspelt
+    table with the closest name, records nothing, and keeps the schema for the next one."""
+    await app.connection()
+    with pytest.raises(InvalidRequest) as caught:
+        await app.request_job({"pgsql": {"acounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT)
+    assert caught.value.code == "FET-0401"
+    assert "(did you mean 'accounts'?)" in caught.value.message
+    assert await app.store.read_log(0, 10) == []
+    discovered = app.reader.discover
+
+    async def not_again(endpoint, scope):
+        raise AssertionError("the schema was discovered again")
+
+    app.reader.discover = not_again
+    try:
+        ok = await app.request_job(
+            {"pgsql": {"accounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+        )
+    finally:
+        app.reader.discover = discovered
+    assert ok.created
+
+
+async def test_a_schema_that_cannot_be_read_at_submission_is_left_to_the_worker(app):
+    """Discovery failing at submission (the connection test passed) does not refuse the job:
+    the worker reads the schema when it runs, and fails the job if it still cannot find it."""
+    await app.connection()
+    discover = app.reader.discover
+
+    async def failing(endpoint, scope):
+        raise DatasourceError("failed to discover datasource schema", stage="discover")
+
+    app.reader.discover = failing
+    try:
+        created = await app.request_job(
+            {"pgsql": {"acounts": ["id"]}}, None, SOURCE, tenant=SINGLE_TENANT
+        )
+    finally:
+        app.reader.discover = discover
+    assert created.created
+    await app.run_job(created.job.id, tenant=SINGLE_TENANT)
+    *_, failed = await app.store.job_events(created.job.id)
+    assert isinstance(failed, JobFailed) and "acounts" in failed.error

@@ -37,6 +37,7 @@ async def test_second_delivery_of_the_same_job_does_nothing(app):
 
 
 async def test_missing_table_fails_with_reference_message_and_stores_nothing(app):
+    app.schemas_unknown_at_submission()
     job = await _job(app, {"pgsql": {"nope": ["id"]}})
     await app.run_job(job.id, tenant=SINGLE_TENANT)
     *_, failed = await app.store.job_events(job.id)
@@ -57,6 +58,7 @@ async def test_missing_table_fails_with_reference_message_and_stores_nothing(app
 
 
 async def test_unknown_field_fails_the_job(app):
+    app.schemas_unknown_at_submission()
     job = await _job(app, {"pgsql": {"accounts": ["id", "ghost"]}})
     await app.run_job(job.id, tenant=SINGLE_TENANT)
     *_, failed = await app.store.job_events(job.id)
