@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,3 +284,35 @@ def production(
     finally:
         processes.stop()
         asyncio.run(drop_database(store_db))
+
+
+@contextlib.asynccontextmanager
+async def table_gone_before_the_worker_reads(
+    processes: Processes, database: str
+) -> AsyncIterator[str]:
+    """A table that exists while a job naming it is submitted (so the API's schema check
+    passes) and is dropped before any worker reads it: the workers are stopped (SIGSTOP) for
+    the submission, the table dropped, the workers resumed. Yields the table's name; submit
+    the job inside the block. The worker then fails the job as a missing table."""
+    table = f"vanishing_{uuid.uuid4().hex[:8]}"
+    await _sql(database, f"CREATE TABLE {table} (id bigint PRIMARY KEY, email text)")
+    workers = [
+        proc for proc in processes.procs if proc.args[-1] == "worker" and proc.poll() is None
+    ]
+    assert workers, "no running worker to hold"
+    for proc in workers:
+        os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        yield table
+        await _sql(database, f"DROP TABLE {table}")
+    finally:
+        for proc in workers:
+            os.kill(proc.pid, signal.SIGCONT)
+
+
+async def _sql(database: str, statement: str) -> None:
+    conn = await asyncpg.connect(pg_url(database))
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()

@@ -32,6 +32,7 @@ from tests.e2e.conftest import (
     Processes,
     base_env,
     pg_url,
+    table_gone_before_the_worker_reads,
 )
 
 PRODUCT = "payments"
@@ -198,12 +199,28 @@ async def test_job_over_ten_thousand_rows_completes_with_verifiable_event_and_re
     assert [e["type"] for e in history] == ["Requested", "Claimed", "ResultStored", "Completed"]
 
 
+async def test_an_unknown_table_is_refused_at_submission_with_the_closest_name(
+    production: Processes, source_database: str
+):
+    api, auth = production.api_url, production.headers
+    register(api, source_database, "e2e_pg_typo", auth)
+    job = {
+        "dataRequest": {"mappedFields": {"e2e_pg_typo": {"acounts": ["id"]}}},
+        "metadata": {"source": PRODUCT},
+    }
+    response = httpx.post(f"{api}/v1/fetcher", json=job, headers=auth)
+    assert response.status_code == 400, response.text
+    assert response.json()["code"] == "FET-0401"
+    assert "(did you mean 'accounts'?)" in response.json()["message"]
+
+
 async def test_job_on_missing_table_fails_with_reference_message_and_stores_nothing(
     production: Processes, source_database: str, events_queue, storage
 ):
     api, auth = production.api_url, production.headers
     register(api, source_database, "e2e_pg_missing", auth)
-    job_id = submit(api, {"e2e_pg_missing": {"no_such_table": ["id"]}}, "missing", auth)
+    async with table_gone_before_the_worker_reads(production, source_database) as table:
+        job_id = submit(api, {"e2e_pg_missing": {table: ["id"]}}, "missing", auth)
     message = await next_event(events_queue, job_id, production)
     assert message.routing_key == "job.failed"
     body = json.loads(message.body)

@@ -36,6 +36,7 @@ from tests.e2e.conftest import (
     drop_database,
     free_port,
     pg_url,
+    table_gone_before_the_worker_reads,
 )
 from tests.e2e.test_job_flow import PRODUCT, next_event, register
 from tests.integration.amqp_frames import (
@@ -100,15 +101,22 @@ async def wire_events(production: Processes) -> AsyncIterator[aio_pika.abc.Abstr
 
 
 @pytest.mark.parametrize(
-    ("table", "status"), [("accounts", "completed"), ("no_such_table", "failed")]
+    ("table", "status"), [("accounts", "completed"), ("dropped_after_submission", "failed")]
 )
 async def test_event_headers_have_the_reference_types_and_get_agrees_with_the_event(
     production: Processes, source_database: str, wire_events, table: str, status: str
 ):
     name = f"wire_{status}"
     register(production.api_url, source_database, name, production.headers)
-    mapped = b'{"' + name.encode() + b'":{"public.' + table.encode() + b'":["id","email"]}}'
-    job_id = submit_raw(production, raw_job(mapped))
+
+    def mapped(table: str) -> bytes:
+        return b'{"' + name.encode() + b'":{"public.' + table.encode() + b'":["id","email"]}}'
+
+    if status == "completed":
+        job_id = submit_raw(production, raw_job(mapped(table)))
+    else:  # a table dropped after submission: the worker fails the job
+        async with table_gone_before_the_worker_reads(production, source_database) as gone:
+            job_id = submit_raw(production, raw_job(mapped(gone)))
 
     with raw_header_tables() as seen:
         message = await next_event(wire_events, job_id, production)
