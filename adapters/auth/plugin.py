@@ -98,7 +98,29 @@ class PluginAuthorizer(AccessAuthorizer):
         if not 200 <= status < 300 or not isinstance(answer, dict):
             log.warning("authorization service answered HTTP %d without a decision", status)
             raise AuthServiceUnavailable()
-        return answer.get("authorized") is True
+        decision = answer.get("authorized", _MISSING)
+        if decision is True:
+            return True
+        if decision is not False:
+            # Only the JSON boolean decides: "true", 1, {} or a missing field is no permission.
+            log.warning(
+                "authorization service answered without a boolean decision (authorized: %s); "
+                "denied",
+                _json_kind(decision),
+            )
+        return False
+
+
+_MISSING = object()
+
+
+def _json_kind(value: object) -> str:
+    """What a decoded JSON value is, never the value itself (it might carry a secret)."""
+    if value is _MISSING:
+        return "missing"
+    kinds = {str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    kinds |= {dict: "an object", list: "an array", type(None): "null"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _json(raw: bytes) -> Any:

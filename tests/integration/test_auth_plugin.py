@@ -98,6 +98,31 @@ async def test_denied_is_403(client, idp, service):
     assert service.asked == [{"sub": EDITOR_SUBJECT, "resource": "connections", "action": "delete"}]
 
 
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        ({"authorized": "true"}, "a string"),
+        ({"authorized": 1}, "a number"),
+        ({"authorized": {}}, "an object"),
+        ({"authorized": []}, "an array"),
+        ({"authorized": None}, "null"),
+        ({}, "missing"),
+        ({"allowed": True}, "missing"),
+    ],
+    ids=["string", "number", "object", "array", "null", "empty", "other-field"],
+)
+async def test_only_the_json_boolean_true_authorizes(client, idp, service, caplog, answer, kind):
+    """Anything but ``"authorized": true`` is a refusal, logged with the kind of answer (never
+    its value)."""
+    service.decide = lambda body, authorization: (200, answer)
+    with caplog.at_level("WARNING", logger="adapters.auth.plugin"):
+        response = await client.delete(f"{BASE}/{uuid4()}", headers=bearer(idp.token()))
+    assert response.status_code == 403, response.text
+    assert response.json()["code"] == "FET-0007"
+    [line] = [r.getMessage() for r in caplog.records if r.name == "adapters.auth.plugin"]
+    assert f"(authorized: {kind})" in line and "denied" in line
+
+
 async def test_the_history_is_asked_as_history_then_as_fetcher_get(client, idp, service):
     def only_get(body: dict[str, Any], authorization: str) -> tuple[int, Any]:
         return 200, {"authorized": body["action"] == "get"}

@@ -25,6 +25,7 @@ from entrypoints.http.app import create_app
 from entrypoints.http.list_params import MAX_METADATA_FILTERS, MAX_QUERY_PARAMETERS
 from tests.integration.conftest import fresh_pg_database
 from tests.integration.connection_api import Api, connections_api
+from tests.support.serving import stop_server
 
 pytestmark = pytest.mark.integration
 
@@ -113,9 +114,10 @@ async def serving(api: Api) -> AsyncIterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
-        await task
-        sock.close()
+        try:
+            await stop_server(server, task)
+        finally:
+            sock.close()
 
 
 @contextlib.contextmanager

@@ -42,12 +42,19 @@ from domain.tenant import Tenant
 log = logging.getLogger(__name__)
 
 RESULT_KEY = "external-data/{job_id}.json"
+TAKEOVER_KEY = "external-data/{job_id}.claim-{attempt}.json"
 
 
-def result_key(job: Job) -> str:
-    """Where a job's result is stored and what ``resultPath`` reports (the storage adds its
-    own prefix): ``external-data/<jobId>.json``, under ``<tenantId>/`` in multi-tenant mode."""
-    return job.tenant.key_prefix + RESULT_KEY.format(job_id=job.id)
+def result_key(job: Job, attempt: int = 1) -> str:
+    """Where the claim ``attempt`` of a job writes its result, which ``resultPath`` then
+    reports (the storage adds its own prefix), under ``<tenantId>/`` in multi-tenant mode.
+
+    The fence: every claim writes a key of its own, so a claim that lost its lease and
+    commits late never replaces the object the winning claim recorded. The first claim (almost
+    every job) writes the reference's ``external-data/<jobId>.json``; a later claim, after a
+    takeover or a hand-back, ``external-data/<jobId>.claim-<n>.json``."""
+    name = RESULT_KEY if attempt <= 1 else TAKEOVER_KEY
+    return job.tenant.key_prefix + name.format(job_id=job.id, attempt=attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +183,10 @@ class RunJob:
         reporter = ProgressReporter(self.progress, self.clock, self.progress_interval)
         try:
             async with keeper.kept(), reporter.reporting(job, progress):
-                if job.attempts > 1:
-                    await self._discard_abandoned_upload(job)
-                written = await self._extract_with_retries(job, progress, keeper)
+                if attempt > 1:
+                    earlier = [result_key(job, n) for n in range(1, attempt)]
+                    await self._discard_abandoned_uploads(earlier)
+                written = await self._extract_with_retries(job, attempt, progress, keeper)
         except LeaseLost:
             log.warning("job.abandoned", extra={"reason": "lease taken by another worker"})
             return Settlement.ACK
@@ -201,7 +209,7 @@ class RunJob:
             return await self._record_failure(
                 job, keeper, message, FailureReason.INTERNAL, started, progress
             )
-        return await self._record_success(job, keeper, written, started)
+        return await self._record_success(job, attempt, keeper, written, started)
 
     async def _claim(self, job: Job) -> tuple[Job, int, datetime] | None:
         """The job as claimed by this worker, the attempt its lease was taken for and when it
@@ -250,13 +258,15 @@ class RunJob:
             return None
         return job_rules.apply(claimed, job), attempt, now
 
-    async def _discard_abandoned_upload(self, job: Job, *, quiet: bool = False) -> bool:
-        """An earlier claim's worker may have died mid-upload: its incomplete upload is
-        aborted now that this claim holds the job (so it cannot belong to a live claim).
-        False when the storage could not be asked (logged unless ``quiet``: an outage
-        already said so)."""
+    async def _discard_abandoned_uploads(self, keys: list[str], *, quiet: bool = False) -> bool:
+        """An earlier claim's worker may have died (or stalled) mid-upload, or one of this
+        claim's tries was cut: the incomplete uploads to ``keys`` are aborted now that this
+        claim holds the job (so none belongs to a claim that may still record). False when the
+        storage could not be asked (logged unless ``quiet``: an outage already said so)."""
         try:
-            aborted = await self.storage.abort_incomplete(result_key(job))
+            aborted = 0
+            for key in keys:
+                aborted += await self.storage.abort_incomplete(key)
         except StorageError as error:
             if not quiet:
                 log.warning("job.upload.unswept", extra={"error": str(error)})
@@ -266,7 +276,7 @@ class RunJob:
         return True
 
     async def _extract_with_retries(
-        self, job: Job, progress: ResultProgress, keeper: LeaseKeeper
+        self, job: Job, attempt: int, progress: ResultProgress, keeper: LeaseKeeper
     ) -> WrittenResult:
         """Tries the extraction again while the datasource is unavailable (``attempts``
         tries) and while the result storage is (for ``outage_window`` seconds from its first
@@ -279,7 +289,7 @@ class RunJob:
         while True:
             tries += 1
             try:
-                written = await self._extract(job, progress, keeper)
+                written = await self._extract(job, attempt, progress, keeper)
             except StorageRejected:
                 raise
             except StorageError as error:
@@ -299,17 +309,19 @@ class RunJob:
                 if unswept:
                     # A try's upload the outage cut is still open: this claim's own upload
                     # is complete now, so whatever is still open under the key is not ours.
-                    await self._discard_abandoned_upload(job)
+                    await self._discard_abandoned_uploads([result_key(job, attempt)])
                 return written
             progress.rows = progress.bytes = 0
             await asyncio.sleep(delay)
             if outage is not None:
-                unswept = not await self._discard_abandoned_upload(job, quiet=unswept)
+                unswept = not await self._discard_abandoned_uploads(
+                    [result_key(job, attempt)], quiet=unswept
+                )
 
     async def _extract(
-        self, job: Job, progress: ResultProgress, keeper: LeaseKeeper
+        self, job: Job, attempt: int, progress: ResultProgress, keeper: LeaseKeeper
     ) -> WrittenResult:
-        key = result_key(job)
+        key = result_key(job, attempt)
         try:
             async with asyncio.timeout(self.limits.timeout):
                 with self.tracer.span("job.plan"):
@@ -367,13 +379,18 @@ class RunJob:
         return [task.result() for task in tasks]
 
     async def _record_success(
-        self, job: Job, keeper: LeaseKeeper, written: WrittenResult, started: float
+        self,
+        job: Job,
+        attempt: int,
+        keeper: LeaseKeeper,
+        written: WrittenResult,
+        started: float,
     ) -> Settlement:
         seconds = time.monotonic() - started
         elapsed_ms = int(seconds * 1000)
         now = self.clock.now()
         ref = ResultRef(
-            path=result_key(job),
+            path=result_key(job, attempt),
             size_bytes=written.size_bytes,
             row_count=written.row_count,
             hmac=written.hmac,

@@ -20,6 +20,7 @@ import uvloop
 
 from entrypoints.http.request_deadlines import DeadlineHttpToolsProtocol
 from entrypoints.runners import _Server
+from tests.support.serving import stop_server
 
 HEADER = 0.3
 BODY = 0.6
@@ -91,9 +92,10 @@ async def serving(app: App, keep_alive: float = KEEP_ALIVE) -> AsyncIterator[int
     try:
         yield sock.getsockname()[1]  # connections wait in the backlog until it serves
     finally:
-        server.should_exit = True
-        await task
-        sock.close()
+        try:
+            await stop_server(server, task)
+        finally:
+            sock.close()
 
 
 async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, float]:
