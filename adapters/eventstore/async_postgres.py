@@ -63,10 +63,6 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     asyncpg.LockNotAvailableError,
 )
 
-_MOST_STALE = 32
-"""Pooled connections one borrowing looks past when the database closed them (more than the
-engine's pool holds)."""
-
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
@@ -228,8 +224,8 @@ class AsyncPostgresEvents:
     async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
         """A connection borrowed from the engine's pool (the one pool of this database in the
         process), as asyncpg's own connection. One the database closed while it was pooled (a
-        restart) is seen closed at once and replaced before use, without a round trip; one that
-        breaks while in use is discarded, not returned to the pool."""
+        restart) is replaced at checkout, without a round trip; one that breaks while in use is
+        discarded, not returned to the pool."""
         if self._closed:
             raise Unavailable("the event store is closed")
         async with self._engine.connect() as borrowed:
@@ -328,13 +324,10 @@ class AsyncPostgresEvents:
 
 
 async def _live(borrowed: AsyncConnection) -> asyncpg.Connection:
-    """The asyncpg connection under ``borrowed``, replaced while the database has closed it."""
-    for _ in range(_MOST_STALE):
-        connection: asyncpg.Connection = (await borrowed.get_raw_connection()).driver_connection
-        if not connection.is_closed():
-            return connection
-        await borrowed.invalidate()
-    raise ConnectionError("every pooled connection was closed by the database")
+    """The asyncpg connection under ``borrowed`` (the engine's checkout already replaced one
+    the database had closed: ``adapters.sql.tables``)."""
+    connection: asyncpg.Connection = (await borrowed.get_raw_connection()).driver_connection
+    return connection
 
 
 async def _rollback_quietly(transaction: Any) -> None:

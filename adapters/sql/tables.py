@@ -141,9 +141,10 @@ def create_engine_for(
     )
     # A pool that covers a busy API's concurrency: connections beyond ``pool_size`` are
     # closed on return, so a pool smaller than the load opens a connection per request. No
-    # ping at checkout (three round trips on asyncpg): a connection the server dropped fails
-    # its statement, which invalidates the whole pool, and the next checkout connects afresh.
-    return create_async_engine(
+    # ping at checkout (three round trips on asyncpg); a connection the server closed while it
+    # was pooled (a restart) is seen closed by asyncpg and replaced at checkout, before a
+    # statement can fail on it (``_replace_closed``).
+    engine = create_async_engine(
         url,
         echo=echo,
         hide_parameters=True,
@@ -156,6 +157,17 @@ def create_engine_for(
             "server_settings": {"application_name": "fetcher"},
         },
     )
+    event.listen(engine.sync_engine, "checkout", _replace_closed)
+    return engine
+
+
+def _replace_closed(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """A pooled connection asyncpg already knows is closed (the server ended the session: a
+    restart, an idle timeout, a terminated backend) is replaced before use: no round trip, and
+    no statement fails on it. One that died silently still fails its first statement."""
+    connection = getattr(dbapi_connection, "driver_connection", None)
+    if connection is not None and connection.is_closed():
+        raise sa_exc.DisconnectionError("the pooled connection was closed by the server")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
