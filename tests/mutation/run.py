@@ -1,0 +1,188 @@
+"""`make mutation`: mutation testing of the security- and integrity-critical modules with
+cosmic-ray, each module against the tests that cover it.
+
+Runs in a copy of the committed tree (cosmic-ray edits the files it mutates), one session per
+module, and prints for each module how many mutants the tests killed and the survivors (the
+file, line and operator of each). The survivors that are explained, not killed, are listed in
+EXPLAINED with the reason; a survivor not in that list makes the run exit 1.
+
+    python tests/mutation/run.py [--only NAME ...] [--timeout SECONDS] [--keep DIR]
+
+Not part of `make test`: a full run takes tens of minutes on two cores. The last result is in
+docs/design/mutation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTEST = "python -m pytest -x -q -p no:randomly -p no:cacheprovider"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    module: str
+    tests: tuple[str, ...]
+
+
+TARGETS = (
+    Target("plugin", "adapters/auth/plugin.py", ("tests/integration/test_auth_plugin.py",)),
+    Target("claims", "adapters/auth/claims.py", ("tests/integration/test_auth_tokens.py",)),
+    Target("jwt", "adapters/auth/jwt_verifier.py", ("tests/integration/test_auth_tokens.py",)),
+    Target(
+        "tenant",
+        "domain/tenant.py",
+        ("tests/unit/domain/test_tenant.py", "tests/unit/entrypoints/http/test_two_tenants.py"),
+    ),
+    Target(
+        "lease",
+        "application/jobs/lease.py",
+        (
+            "tests/unit/application/jobs/test_job_lease.py",
+            "tests/unit/application/jobs/test_fencing.py",
+        ),
+    ),
+    Target(
+        "sealing", "adapters/crypto/sealing.py", ("tests/unit/adapters/crypto/test_sealing.py",)
+    ),
+    Target(
+        "signing", "adapters/crypto/signing.py", ("tests/unit/adapters/crypto/test_signing.py",)
+    ),
+    Target(
+        "audit-signing",
+        "adapters/crypto/audit_signing.py",
+        ("tests/unit/application/audit/test_verify.py",),
+    ),
+    Target(
+        "audit-chain",
+        "domain/audit_chain.py",
+        (
+            "tests/unit/application/audit/test_verify.py",
+            "tests/unit/adapters/eventstore/test_chaining.py",
+        ),
+    ),
+)
+
+EXPLAINED: dict[tuple[str, int, str], str] = {}
+"""(module, line, operator) → why the surviving mutant is acceptable (equivalent, or outside
+what a test can observe). Filled in from the last run; see docs/design/mutation.md."""
+
+
+def _config(target: Target, timeout: float) -> str:
+    tests = " ".join(target.tests)
+    return (
+        "[cosmic-ray]\n"
+        f'module-path = "{target.module}"\n'
+        f"timeout = {timeout}\n"
+        "excluded-modules = []\n"
+        f'test-command = "{PYTEST} {tests}"\n'
+        "\n[cosmic-ray.distributor]\n"
+        'name = "local"\n'
+    )
+
+
+def _cosmic(tree: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    binary = Path(sys.executable).with_name("cosmic-ray")
+    return subprocess.run(
+        [str(binary), *args], cwd=tree, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+    )  # fmt: skip
+
+
+def run(target: Target, tree: Path, timeout: float) -> dict[str, object]:
+    config = tree / f"mutation-{target.name}.toml"
+    session = tree / f"mutation-{target.name}.sqlite"
+    config.write_text(_config(target, timeout))
+    started = time.monotonic()
+    init = _cosmic(tree, "init", str(config), str(session))
+    if init.returncode != 0:
+        raise SystemExit(f"cosmic-ray init failed for {target.name}: {init.stderr[-2000:]}")
+    _cosmic(tree, "exec", str(config), str(session))
+    dump = _cosmic(tree, "dump", str(session))
+    killed = survived = incompetent = 0
+    survivors: list[dict[str, object]] = []
+    for line in dump.stdout.splitlines():
+        item, result = json.loads(line)
+        if result is None:
+            continue
+        outcome = result.get("test_outcome")
+        if outcome == "killed":
+            killed += 1
+        elif outcome == "survived":
+            survived += 1
+            for mutation in item["mutations"]:
+                start = mutation["start_pos"][0]
+                key = (target.module, start, mutation["operator_name"])
+                survivors.append(
+                    {
+                        "line": start,
+                        "operator": mutation["operator_name"],
+                        "occurrence": mutation["occurrence"],
+                        "explained": EXPLAINED.get(key, ""),
+                    }
+                )
+        else:
+            incompetent += 1
+    return {
+        "target": target.name,
+        "module": target.module,
+        "killed": killed,
+        "survived": survived,
+        "incompetent": incompetent,
+        "seconds": round(time.monotonic() - started),
+        "survivors": survivors,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=[], help="target names (default: all)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per mutant")
+    parser.add_argument("--keep", type=Path, help="keep the working tree and sessions here")
+    parser.add_argument("--json", type=Path, help="also write the results to this file")
+    args = parser.parse_args()
+    targets = [t for t in TARGETS if not args.only or t.name in args.only]
+    tree = args.keep or Path(tempfile.mkdtemp(prefix="fetcher-mutation-"))
+    tree.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    results = []
+    unexplained = 0
+    try:
+        for target in targets:
+            result = run(target, tree, args.timeout)
+            results.append(result)
+            print(
+                f"{target.name:<14} {target.module:<36} killed {result['killed']:>4}  "
+                f"survived {result['survived']:>3}  incompetent {result['incompetent']:>3}  "
+                f"{result['seconds']:>5} s",
+                flush=True,
+            )
+            for survivor in result["survivors"]:  # type: ignore[attr-defined]
+                note = survivor["explained"] or "UNEXPLAINED"
+                unexplained += not survivor["explained"]
+                print(f"    line {survivor['line']:>4} {survivor['operator']}: {note}")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(tree, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    print(f"{unexplained} survivor(s) neither killed nor explained")
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
