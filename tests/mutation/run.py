@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTEST = "python -m pytest -x -q -p no:randomly -p no:cacheprovider"
+PYTEST = f"{sys.executable} -m pytest -x -q -p no:randomly -p no:cacheprovider"
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,15 @@ def run(target: Target, tree: Path, timeout: float) -> dict[str, object]:
     session = tree / f"mutation-{target.name}.sqlite"
     config.write_text(_config(target, timeout))
     started = time.monotonic()
+    baseline = subprocess.run(
+        [*PYTEST.split(), *target.tests], cwd=tree, capture_output=True, text=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+    )  # fmt: skip
+    if baseline.returncode != 0:
+        raise SystemExit(
+            f"the tests of {target.name} fail unmutated; fix them first:\n"
+            + baseline.stdout[-3000:]
+        )
     init = _cosmic(tree, "init", str(config), str(session))
     if init.returncode != 0:
         raise SystemExit(f"cosmic-ray init failed for {target.name}: {init.stderr[-2000:]}")
