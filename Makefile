@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint services services-stop clean bench walkthrough-db chaos
+.PHONY: run test check lint services services-stop clean bench walkthrough-db chaos mutation
 
 $(RUN_STAMP): pyproject.toml
 	@echo "==> setting up $(VENV) to run fetcher: about 90 packages (~270 MB), 1-2 minutes on a fresh machine"
@@ -53,6 +53,13 @@ chaos: $(STAMP) services
 	  CHAOS_BROKER_CUTS=$(CHAOS_BROKER_CUTS) CHAOS_STORAGE_RESTARTS=$(CHAOS_STORAGE_RESTARTS) \
 	  CHAOS_DATABASE_CUTS=$(CHAOS_DATABASE_CUTS) CHAOS_SETTLE_SECONDS=$(CHAOS_SETTLE_SECONDS) \
 	  $(BIN)/pytest -q -s -p no:randomly tests/e2e/test_chaos.py
+
+## Mutation testing of the security- and integrity-critical modules (not part of `make test`;
+## tens of minutes). Pick targets with `make mutation MUTATION_ONLY="lease plugin"`.
+MUTATION_ONLY ?=
+mutation: $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,mutation]"
+	nice -n 10 $(BIN)/python tests/mutation/run.py $(if $(MUTATION_ONLY),--only $(MUTATION_ONLY),)
 
 services:
 	bash deploy/system-packages.sh
