@@ -24,7 +24,7 @@ from uuid import UUID
 import asyncpg
 from eventsourcing.persistence import RecordConflictError, StoredEvent
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from domain.audit_chain import Record
 from domain.errors import Unavailable
@@ -47,6 +47,10 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     # A connection the server dropped while asyncpg had not yet noticed can be left mid-state.
     asyncpg.InternalClientError,
 )
+
+# A connection not to give back to the pool (``insert`` reports one that broke during its
+# transaction as ``Unavailable``).
+_BROKEN: tuple[type[BaseException], ...] = (*_CONNECTION_ERRORS, Unavailable)
 
 # A connection the engine could not open or lend (its own wrapping of the driver's errors).
 _ENGINE_ERRORS: tuple[type[BaseException], ...] = (
@@ -217,7 +221,7 @@ class AsyncPostgresEvents:
         try:
             async with asyncio.timeout(self._connect_timeout + 1), self._connection() as c:
                 await c.fetchval("SELECT 1")
-        except (*_TRANSIENT, *_ENGINE_ERRORS) as error:
+        except _TRANSIENT as error:
             raise Unavailable("the event store cannot be reached") from error
 
     @contextlib.asynccontextmanager
@@ -229,10 +233,10 @@ class AsyncPostgresEvents:
         if self._closed:
             raise Unavailable("the event store is closed")
         async with self._engine.connect() as borrowed:
-            connection = await _live(borrowed)
+            connection: asyncpg.Connection = (await borrowed.get_raw_connection()).driver_connection
             try:
                 yield connection
-            except _CONNECTION_ERRORS:
+            except _BROKEN:
                 await borrowed.invalidate()
                 raise
 
@@ -321,13 +325,6 @@ class AsyncPostgresEvents:
         self._closed = True
         if self._owns_engine:
             await self._engine.dispose()
-
-
-async def _live(borrowed: AsyncConnection) -> asyncpg.Connection:
-    """The asyncpg connection under ``borrowed`` (the engine's checkout already replaced one
-    the database had closed: ``adapters.sql.tables``)."""
-    connection: asyncpg.Connection = (await borrowed.get_raw_connection()).driver_connection
-    return connection
 
 
 async def _rollback_quietly(transaction: Any) -> None:

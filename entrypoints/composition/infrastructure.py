@@ -9,13 +9,11 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.audit.checkpoints import SqlCheckpointStore
 from adapters.common.clock import SystemClock
-from adapters.common.postgres import PostgresAddress
 from adapters.crypto.audit_signing import AuditKeys, InvalidAuditKey
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import InvalidMasterKey, KeyRing, generate_master_key
@@ -86,13 +84,12 @@ async def open_database_engine(settings: Settings) -> AsyncIterator[AsyncEngine 
 async def open_event_store(
     settings: Settings, *, fail_fast: bool = False, engine: AsyncEngine | None = None
 ) -> AsyncIterator[EventStore]:
-    """The event store on PostgreSQL (on ``engine``'s pool when given), or on its SQLite file;
+    """The event store on PostgreSQL (on ``engine``'s pool when given: the one engine
+    ``open_database_engine`` opens on PostgreSQL), or on its SQLite file;
     its tables are created now. ``fail_fast``: for a process that answers requests (an outage
     is ``Unavailable`` within seconds instead of after the store's retries)."""
     database = settings.database
-    where: PostgresAddress | AsyncEngine | Path = database.postgres or database.event_store_file
-    if database.postgres is not None and engine is not None:
-        where = engine
+    where = engine if engine is not None else database.postgres or database.event_store_file
     store = event_store_for(where, fail_fast=fail_fast)
     try:
         try:
@@ -186,10 +183,9 @@ async def open_sql_adapters(
         yield ServiceTables(connections, job_index)
         return
     database = settings.database
-    owned = engine is None or database.postgres is None
-    if owned:
+    owned = engine is None
+    if engine is None:
         engine = create_engine_for(database.postgres or database.sql_file)
-    assert engine is not None
     try:
         if connections is None:
             repository = SqlaConnectionRepository(engine)
