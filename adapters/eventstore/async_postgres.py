@@ -8,8 +8,10 @@ definition. Each inserting transaction takes the events table's lock and runs ``
 the table's channel, so notification ids commit in order and listeners wake only on commit; a
 version taken twice is ``RecordConflictError``. A follower's position only moves forward (a
 conditional upsert). The library's recorder is not used on PostgreSQL: the library is
-synchronous, and this keeps one driver and one pool per database, on the event loop: the
-statements run on asyncpg connections borrowed from the SQLAlchemy engine's pool.
+synchronous; this runs on the event loop, on asyncpg, the driver the process's other tables
+of this database use too. The store keeps its own small asyncpg pool beside the SQLAlchemy
+engine of those tables: a submission runs several statements here, and a checkout through
+SQLAlchemy cost three times the submissions per second (``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from uuid import UUID
 
 import asyncpg
 from eventsourcing.persistence import RecordConflictError, StoredEvent
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from adapters.common.postgres import PostgresAddress
 from domain.audit_chain import Record
 from domain.errors import Unavailable
 
@@ -52,20 +53,16 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 # transaction as ``Unavailable``).
 _BROKEN: tuple[type[BaseException], ...] = (*_CONNECTION_ERRORS, Unavailable)
 
-# A connection the engine could not open or lend (its own wrapping of the driver's errors).
-_ENGINE_ERRORS: tuple[type[BaseException], ...] = (
-    sa_exc.OperationalError,
-    sa_exc.InterfaceError,
-    sa_exc.DisconnectionError,
-    sa_exc.TimeoutError,
-)
-
 # Tried again as the library's recorder does: nothing was written.
 _TRANSIENT: tuple[type[BaseException], ...] = (
     *_CONNECTION_ERRORS,
-    *_ENGINE_ERRORS,
     asyncpg.LockNotAvailableError,
 )
+
+
+async def _keep_session(connection: asyncpg.Connection) -> None:
+    """Releasing a connection to the pool keeps its session as it is: these statements set
+    nothing that outlives their transaction, so asyncpg's reset (a round trip) is not needed."""
 
 
 def _quote(identifier: str) -> str:
@@ -90,9 +87,8 @@ _DDL_LOCK = 0x6665746368657231  # "fetcher1"
 
 class AsyncPostgresEvents:
     """The events table ``schema.stored_events`` and the tracking table
-    ``schema.notification_tracking``, on connections borrowed from ``engine`` (SQLAlchemy on
-    asyncpg: the pool the process's other tables of this database use too); ``owns_engine``:
-    ``close`` disposes of it.
+    ``schema.notification_tracking`` of the database at ``address``, on a pool of up to
+    ``pool_size`` asyncpg connections opened on first use and closed by ``close``.
 
     ``attempts``: how often a statement meeting a broken or unreachable connection is tried
     (with ``retry_wait`` seconds between); 2 for a process that answers requests (a pooled
@@ -102,17 +98,17 @@ class AsyncPostgresEvents:
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        address: PostgresAddress,
         *,
-        owns_engine: bool = False,
         schema: str = "public",
+        pool_size: int = 8,
         connect_timeout: float = 5.0,
         lock_timeout: int = 10,
         attempts: int = 10,
         retry_wait: float = 0.2,
     ) -> None:
-        self._engine = engine
-        self._owns_engine = owns_engine
+        self._address = address
+        self._pool_size = max(1, pool_size)
         self._schema = schema
         self._connect_timeout = connect_timeout
         self._attempts = max(1, attempts)
@@ -165,6 +161,8 @@ class AsyncPostgresEvents:
             "DO UPDATE SET notification_id = excluded.notification_id "
             "WHERE t.notification_id < excluded.notification_id RETURNING notification_id"
         )
+        self._pool: asyncpg.Pool | None = None
+        self._pool_lock = asyncio.Lock()
         self._closed = False
 
     async def create_tables(self) -> None:
@@ -226,19 +224,41 @@ class AsyncPostgresEvents:
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A connection borrowed from the engine's pool (the one pool of this database in the
-        process), as asyncpg's own connection. One the database closed while it was pooled (a
-        restart) is replaced at checkout, without a round trip; one that breaks while in use is
-        discarded, not returned to the pool."""
-        if self._closed:
-            raise Unavailable("the event store is closed")
-        async with self._engine.connect() as borrowed:
-            connection: asyncpg.Connection = (await borrowed.get_raw_connection()).driver_connection
+        """A connection from the store's pool. asyncpg replaces one the database closed while
+        it was pooled (a restart) at acquire, without a round trip; one that breaks while in
+        use is closed, not reused."""
+        pool = await self._connect()
+        async with pool.acquire() as connection:
             try:
                 yield connection
             except _BROKEN:
-                await borrowed.invalidate()
+                connection.terminate()
                 raise
+
+    async def _connect(self) -> asyncpg.Pool:
+        if self._closed:
+            raise Unavailable("the event store is closed")
+        if self._pool is not None:
+            return self._pool
+        async with self._pool_lock:
+            if self._pool is None:
+                self._pool = await asyncpg.create_pool(
+                    host=self._address.host,
+                    port=self._address.port,
+                    user=self._address.user,
+                    password=self._address.password,
+                    database=self._address.database,
+                    timeout=self._connect_timeout,
+                    min_size=0,
+                    max_size=self._pool_size,
+                    max_inactive_connection_lifetime=60.0,
+                    server_settings={"application_name": "fetcher"},
+                    reset=_keep_session,
+                    # Each statement is prepared once per connection; no statement cache
+                    # beyond these few is needed.
+                    statement_cache_size=16,
+                )
+            return self._pool
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         for number in range(1, self._attempts + 1):
@@ -248,6 +268,10 @@ class AsyncPostgresEvents:
                 if self._closed or number == self._attempts:
                     raise Unavailable("the event store cannot be reached") from error
                 log.debug("event store statement failed, trying again: %s", error)
+                if self._pool is not None and isinstance(error, _CONNECTION_ERRORS):
+                    # One dropped connection means the others were most likely dropped too
+                    # (a database restart): the next try starts on a new one.
+                    await self._pool.expire_connections()
                 if number > 1 or self._attempts > 2:
                     await asyncio.sleep(self._retry_wait)
         raise AssertionError("unreachable")
@@ -323,8 +347,9 @@ class AsyncPostgresEvents:
 
     async def close(self) -> None:
         self._closed = True
-        if self._owns_engine:
-            await self._engine.dispose()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
 
 
 async def _rollback_quietly(transaction: Any) -> None:

@@ -1,6 +1,6 @@
 """Job event store on PostgreSQL: Fetcher's own tables (``adapters.eventstore.async_postgres``)
-on one asyncpg pool, appends through one writer (``group_commit``), job events chained as they
-are recorded (``chaining``).
+on an asyncpg pool of its own, appends through one writer (``group_commit``), job events
+chained as they are recorded (``chaining``).
 
 What stays from ``eventsourcing`` here is its pure part: the domain events and the mapper and
 transcoder that turn them into stored bytes, so the stored bytes are the ones the library's
@@ -16,14 +16,12 @@ from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import StoredEvent
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.common.postgres import PostgresAddress
 from adapters.eventstore.async_postgres import RESERVED_FOLLOWER, AsyncPostgresEvents
 from adapters.eventstore.chaining import Chainer
 from adapters.eventstore.group_commit import GroupCommit
 from adapters.eventstore.mapping import decoded_stream, new_mapper, to_domain_event
-from adapters.sql.tables import create_engine_for
 from application.ports.job_event_store import JobEventStore, LoggedEvent
 from application.ports.log_watch import AppendSignal
 from domain.audit_chain import Record
@@ -33,11 +31,13 @@ from domain.job import JobEvent
 
 T = TypeVar("T")
 
+POOL_SIZE = 8
+"""The store's connections at most, per process."""
+
 
 class PostgresJobEventStore(JobEventStore):
-    """``JobEventStore`` on a PostgreSQL database (tables in ``schema``, default public): on
-    the given SQLAlchemy engine's pool (shared with the process's other tables of that
-    database), or on an engine of its own for an address.
+    """``JobEventStore`` on a PostgreSQL database (tables in ``schema``, default public), on
+    up to ``pool_size`` asyncpg connections of its own.
 
     Cheap to build (no I/O); the tables are created on first use, or by ``await open()``,
     which so fails fast when the database cannot be used; finish with ``await close()``.
@@ -49,20 +49,17 @@ class PostgresJobEventStore(JobEventStore):
 
     def __init__(
         self,
-        database: PostgresAddress | AsyncEngine,
+        database: PostgresAddress,
         *,
         schema: str | None = None,
+        pool_size: int = POOL_SIZE,
         connect_timeout: int = 5,
         fail_fast: bool = False,
     ) -> None:
-        if isinstance(database, AsyncEngine):
-            engine, owned = database, False
-        else:
-            engine, owned = create_engine_for(database, connect_timeout=connect_timeout), True
         self._tables = AsyncPostgresEvents(
-            engine,
-            owns_engine=owned,
+            database,
             schema=schema or "public",
+            pool_size=pool_size,
             connect_timeout=float(connect_timeout),
             attempts=2 if fail_fast else 10,
         )

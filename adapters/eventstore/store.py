@@ -32,7 +32,6 @@ from eventsourcing.persistence import (
     StoredEvent,
     Tracking,
 )
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.common.postgres import PostgresAddress
 from adapters.eventstore.chaining import Chainer, stored_record
@@ -73,14 +72,14 @@ def memory_env() -> dict[str, str]:
 
 
 def event_store_for(
-    database: PostgresAddress | AsyncEngine | Path,
+    database: PostgresAddress | Path,
     *,
     schema: str | None = None,
     connect_timeout: int = 5,
     fail_fast: bool = False,
 ) -> PostgresJobEventStore | EventsourcingJobEventStore:
-    """The event store of a PostgreSQL database (tables in ``schema``, default public), given
-    by its address or by the engine whose pool it shares, or of a SQLite file. Cheap (no I/O);
+    """The event store of a PostgreSQL database (tables in ``schema``, default public) or of
+    a SQLite file. Cheap (no I/O);
     ``await open()`` creates the tables.
 
     ``fail_fast``: for a process that answers requests, an outage is ``Unavailable`` within

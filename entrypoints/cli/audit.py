@@ -79,7 +79,7 @@ async def _open_store(
         raise AuditToolError(f"no event store at {database.event_store_file}")
     async with (
         open_database_engine(settings) as engine,
-        open_event_store(settings, engine=engine) as store,
+        open_event_store(settings) as store,
         open_checkpoint_store(settings, engine) as checkpoints,
     ):
         yield store, checkpoints

@@ -66,9 +66,9 @@ KEY_FILE = "master.key"
 
 @contextlib.asynccontextmanager
 async def open_database_engine(settings: Settings) -> AsyncIterator[AsyncEngine | None]:
-    """On PostgreSQL, the one engine (SQLAlchemy on asyncpg, one pool) the event store, the
-    service tables and the checkpoints share, disposed of last; None on the embedded default
-    (its event store and tables are two SQLite files). Connects lazily."""
+    """On PostgreSQL, the one engine (SQLAlchemy on asyncpg, one pool) the service tables and
+    the checkpoints share (the event store keeps its own asyncpg pool); None on the embedded
+    default (its event store and tables are two SQLite files). Connects lazily."""
     database = settings.database.postgres
     if database is None:
         yield None
@@ -82,15 +82,13 @@ async def open_database_engine(settings: Settings) -> AsyncIterator[AsyncEngine 
 
 @contextlib.asynccontextmanager
 async def open_event_store(
-    settings: Settings, *, fail_fast: bool = False, engine: AsyncEngine | None = None
+    settings: Settings, *, fail_fast: bool = False
 ) -> AsyncIterator[EventStore]:
-    """The event store on PostgreSQL (on ``engine``'s pool when given: the one engine
-    ``open_database_engine`` opens on PostgreSQL), or on its SQLite file;
-    its tables are created now. ``fail_fast``: for a process that answers requests (an outage
+    """The event store on PostgreSQL or on its SQLite file; its tables are created now.
+    ``fail_fast``: for a process that answers requests (an outage
     is ``Unavailable`` within seconds instead of after the store's retries)."""
     database = settings.database
-    where = engine if engine is not None else database.postgres or database.event_store_file
-    store = event_store_for(where, fail_fast=fail_fast)
+    store = event_store_for(database.postgres or database.event_store_file, fail_fast=fail_fast)
     try:
         try:
             await store.open()
@@ -122,7 +120,6 @@ async def open_event_log(
     watched: bool = False,
     store: JobEventStore | None = None,
     audit_log: AuditLog | None = None,
-    engine: AsyncEngine | None = None,
 ) -> AsyncIterator[EventLog]:
     """The event log: the given ``store`` (and its ``audit_log``, if it has one), or the event
     store opened from the settings, which is its own audit log. ``watched``: also how the
@@ -130,7 +127,7 @@ async def open_event_log(
     if store is not None:
         yield EventLog(store, audit_log)
         return
-    async with open_event_store(settings, fail_fast=fail_fast, engine=engine) as opened:
+    async with open_event_store(settings, fail_fast=fail_fast) as opened:
         yield EventLog(opened, opened, log_watch_for(settings, opened) if watched else None)
 
 
@@ -498,8 +495,6 @@ async def open_infrastructure(
         )
     ring = load_key_ring(settings) if overrides.key_ring is None else overrides.key_ring
     clock = SystemClock() if overrides.clock is None else overrides.clock
-    # On PostgreSQL, one engine (one pool) for the event store and every table.
-    engine = await stack.enter_async_context(open_database_engine(settings))
     # The API alone answers 503 within seconds when the event store is down; a worker or
     # relay rides out short outages with the store's retries.
     events = await stack.enter_async_context(
@@ -509,9 +504,10 @@ async def open_infrastructure(
             watched=Role.RELAY in roles,
             store=overrides.store,
             audit_log=overrides.audit_log,
-            engine=engine,
         )
     )
+    # On PostgreSQL, one engine (one pool) for every table beside the event store's.
+    engine = await stack.enter_async_context(open_database_engine(settings))
     tables = await stack.enter_async_context(
         open_sql_adapters(settings, overrides.connections, overrides.job_index, engine)
     )

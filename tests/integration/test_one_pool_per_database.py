@@ -1,5 +1,5 @@
-"""A process holds one pool to its PostgreSQL database: the event store, the service tables and
-the audit checkpoints all borrow from one engine."""
+"""A process reaches its PostgreSQL database through one driver (asyncpg) and two bounded pools:
+the event store's own, and one engine the service tables and the audit checkpoints share."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from uuid import uuid4
 import asyncpg
 import pytest
 
+from adapters.eventstore import postgres_store
 from adapters.sql.tables import POOL_OVERFLOW, POOL_SIZE
 from application.connections.queries.list_connections import ListFilter
 from domain.errors import EntityNotFound
@@ -42,7 +43,7 @@ async def _sessions(url: str, database: str) -> dict[str, int]:
     return {row[0]: row[1] for row in rows}
 
 
-async def test_the_event_store_tables_and_checkpoints_share_one_pool(
+async def test_the_tables_and_checkpoints_share_one_engine_beside_the_event_stores_pool(
     database_url: str, tmp_path: Path
 ) -> None:
     settings = Settings.from_env(
@@ -63,7 +64,8 @@ async def test_the_event_store_tables_and_checkpoints_share_one_pool(
             await api.connections.list(ListFilter(), tenant=SINGLE_TENANT)
             assert await api.list_checkpoints() == []
         sessions = await _sessions(database_url, database)
-        # Every session of this process to its database is the one engine's ("fetcher");
-        # the event store no longer opens a pool (or a driver) of its own.
+        # Every session of this process to its database is asyncpg's, named "fetcher" (no
+        # psycopg, no thread pool); one engine for the tables and checkpoints, one small pool
+        # for the event store.
         assert set(sessions) == {"fetcher"}, sessions
-        assert sessions["fetcher"] <= POOL_SIZE + POOL_OVERFLOW
+        assert sessions["fetcher"] <= POOL_SIZE + POOL_OVERFLOW + postgres_store.POOL_SIZE
