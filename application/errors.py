@@ -48,6 +48,16 @@ class DatasourceQueryFailed(DatasourceError):
         super().__init__(message, stage="query")
 
 
+class DatasourceDataError(DatasourceError):
+    """The datasource answered, but what it holds cannot be read as asked (collections the
+    request names are gone, a field that does not decrypt). ``message`` names what, never a
+    value or a key; the job fails with it under ``category``."""
+
+    def __init__(self, message: str, *, category: str = "validation") -> None:
+        super().__init__(message, stage="query")
+        self.category = category
+
+
 class InvalidSslMode(FetcherError):
     entry = catalogue.INVALID_SSL_MODE
 

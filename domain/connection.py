@@ -171,3 +171,5 @@ class Endpoint:
     ssl_key: str | None = field(default=None, repr=False)
     options: Mapping[str, Any] = field(default_factory=dict)
     identity: ConnectionIdentity | None = None
+    plugin_crm: bool = False
+    """Read through the CRM plugin's compatibility path (``domain.crm``)."""

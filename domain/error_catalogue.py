@@ -382,6 +382,26 @@ INVALID_MESSAGE: Final = CatalogueEntry(
     "FET-0050", "Invalid Message", _INVALID, "message payload is null"
 )
 """A work message that cannot be trusted or read (its signature does not verify)."""
+CRM_HASH_KEY_MISSING: Final = CatalogueEntry(
+    "FET-0057",
+    "CRM Crypto Not Configured",
+    ErrorKind.UNPROCESSABLE,
+    "CRM hash secret key not configured (set CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM: filters on "
+    "plugin_crm's searched fields compare hashes made with it)",
+)
+CRM_ENCRYPT_KEY_MISSING: Final = CatalogueEntry(
+    "FET-0058",
+    "CRM Crypto Not Configured",
+    ErrorKind.UNPROCESSABLE,
+    "CRM encrypt secret key not configured (set CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM: reading "
+    "plugin_crm's document, name or a dotted field decrypts with it)",
+)
+CRM_COLLECTIONS_NOT_FOUND: Final = CatalogueEntry(
+    "FET-0059",
+    "Collection Not Found",
+    _INVALID,
+    'no collections found matching prefix "{prefix}" in plugin_crm database',
+)
 
 
 CATALOGUE: Final[tuple[CatalogueEntry, ...]] = tuple(
@@ -410,6 +430,12 @@ REMEDIES: Final[dict[str, str]] = {
     "FET-0009": "The authorization service refused with its own status; see its message.",
     "FET-0050": "A work message whose signature did not verify or could not be read: it is "
     "dead-lettered. Check that every role shares the same `APP_ENC_KEY`.",
+    "FET-0057": "Set `CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM` (the CRM plugin's hash key) on the api "
+    "and worker roles, or leave the searched fields out of the job's filters.",
+    "FET-0058": "Set `CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM` (the CRM plugin's AES key, hex) on the "
+    "api and worker roles, or request only fields that are not encrypted.",
+    "FET-0059": "The CRM plugin keeps a collection `c` as `c_<organisation>`: check the name "
+    "in `GET /v1/management/connections/{id}/schema` of the `plugin_crm` connection.",
     "FET-0401": "Check `dataRequest`: each datasource maps tables to a list of field names, and "
     "each filter refers to a requested datasource, table and field.",
     "FET-0402": "Add the fields the message lists; see the request examples in the API guide.",

@@ -124,3 +124,10 @@ class ExtractionFailed(FetcherError):
     """A job could not be extracted. ``message`` is already safe to publish."""
 
     entry = catalogue.EXTRACTION_FAILED
+
+
+class CrmKeyMissing(FetcherError):
+    """A job on ``plugin_crm`` needs a key of the CRM plugin that is not configured; the
+    message names the setting."""
+
+    entry = catalogue.CRM_HASH_KEY_MISSING

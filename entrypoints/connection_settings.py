@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from domain.connection import SSL_MODES, DatabaseType, is_valid_config_name
+from domain.crm import CrmKeys
 from domain.tenant import is_valid_tenant_id
 from entrypoints.settings_reader import Environment
 from entrypoints.settings_table import SettingsError
@@ -144,6 +145,9 @@ class ConnectionSettings:
     worker_schema_ttl_seconds: int = 10
     """``FETCHER_WORKER_SCHEMA_TTL_SECONDS``: how long a worker reuses a discovered schema for
     the jobs of one connection version; 0 discovers for every job."""
+    crm_keys: CrmKeys = field(default_factory=CrmKeys)
+    """``CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM`` and ``CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM``: the
+    CRM plugin's keys, for the ``plugin_crm`` datasource."""
     worker_lookup_cache_seconds: float = 1.0
     """``FETCHER_WORKER_CONNECTION_CACHE_SECONDS``: how long a worker reuses a connection it
     looked up by name for the jobs it runs (per tenant); edits and deletions made elsewhere
@@ -182,4 +186,28 @@ class ConnectionSettings:
             pool_idle_seconds=read.integer("FETCHER_DATASOURCE_POOL_IDLE_SECONDS"),
             worker_schema_ttl_seconds=read.integer("FETCHER_WORKER_SCHEMA_TTL_SECONDS"),
             worker_lookup_cache_seconds=read.number("FETCHER_WORKER_CONNECTION_CACHE_SECONDS"),
+            crm_keys=CrmKeys(
+                hash_key=(read.optional("CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM") or "").encode()
+                or None,
+                encrypt_key=_crm_encrypt_key(read),
+            ),
         )
+
+
+def _crm_encrypt_key(read: Environment) -> bytes | None:
+    name = "CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM"
+    raw = read.optional(name)
+    if not raw:
+        return None
+    try:
+        key = bytes.fromhex(raw.strip())
+    except ValueError:
+        raise SettingsError(
+            f"{name} must be hexadecimal (an AES key of 16, 24 or 32 bytes)"
+        ) from None
+    if len(key) not in (16, 24, 32):
+        raise SettingsError(
+            f"{name} must be 32, 48 or 64 hexadecimal digits (an AES key of 16, 24 or 32 "
+            f"bytes), got {len(raw.strip())} digits"
+        )
+    return key

@@ -391,6 +391,20 @@ SETTINGS: tuple[Setting, ...] = (
         "connections", WORKER_ROLES, kind="bool", default=False,
     ),
     Setting(
+        "CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM",
+        "the CRM plugin's search-hash key: filters on plugin_crm's searched fields "
+        "(document, name, contact and banking details) compare HMACs made with it",
+        "connections", DATASOURCE_ROLES, secret=True, example="CHANGE-ME",
+        reference="CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM",
+    ),
+    Setting(
+        "CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM",
+        "the CRM plugin's AES key, hex (32, 48 or 64 digits): reading plugin_crm's "
+        "encrypted fields decrypts them with it",
+        "connections", DATASOURCE_ROLES, secret=True, example="$(openssl rand -hex 32)",
+        reference="CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM",
+    ),
+    Setting(
         "FETCHER_SSRF_GUARD", "refuse loopback, private and reserved datasource addresses",
         "connections", DATASOURCE_ROLES, kind="bool",
         shown_default="true in multi-tenant mode, else false",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from application.ports.credential_cipher import CredentialCipher
 from domain.connection import Connection, ConnectionIdentity, Endpoint, InternalCredentials
+from domain.crm import is_crm
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,7 @@ class EndpointFactory:
     def endpoint(self, connection: Connection) -> Endpoint:
         ssl_settings = connection.ssl
         identity = ConnectionIdentity(connection.tenant, connection.id, connection.version)
+        plugin_crm = is_crm(connection.config_name, connection.type)
         if connection.internal:
             secrets = connection.internal_credentials or InternalCredentials()
             return TrustedEndpoint(
@@ -45,6 +47,7 @@ class EndpointFactory:
                 ssl_key=secrets.ssl_key,
                 options=dict(connection.metadata),
                 identity=identity,
+                plugin_crm=plugin_crm,
             )
         open_ = self.cipher.open
         return Endpoint(
@@ -61,4 +64,5 @@ class EndpointFactory:
             ssl_key=open_(ssl_settings.key) if ssl_settings and ssl_settings.key else None,
             options=dict(connection.metadata),
             identity=identity,
+            plugin_crm=plugin_crm,
         )

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from application.errors import DatasourceError
+from application.errors import DatasourceDataError, DatasourceError
 from application.jobs.extraction_plan import DatasourcePlan, ExtractionError
 from application.jobs.tasks import first_error
 from application.ports.datasource_reader import DatasourceReader
@@ -100,6 +100,8 @@ async def _stream_datasource(
                 await emit(b",")
             await emit(chunk.data)
             budget.progress.rows += chunk.rows
+    except DatasourceDataError as error:
+        raise ExtractionError(error.category, error.message) from error
     except DatasourceError as error:
         message = (
             "failed to connect to datasource"

@@ -84,6 +84,7 @@ def api_role(
             tracer=infra.tracer,
             metrics=infra.metrics,
             recent_checks=RecentChecks(options.check_cache_seconds, clock),
+            crm_keys=options.crm_keys,
         ),
         get_job=GetJob(jobs, progress=infra.progress),
         get_job_history=GetJobHistory(jobs),

@@ -51,6 +51,7 @@ from application.ports.metrics import RelayMetrics
 from application.ports.result_storage import ResultStorage
 from application.ports.tracer import Tracer
 from domain.connection import Connection, DatabaseType, InternalCredentials, SslSettings
+from domain.crm import CrmKeys
 from domain.errors import Unavailable
 from entrypoints.composition.bundles import EventLog, JobTable, Publishers, ServiceTables
 from entrypoints.composition.overrides import Overrides
@@ -379,11 +380,15 @@ def load_key_ring(settings: Settings) -> KeyRing:
 
 
 def datasource_engines(
-    pool_size: int = 4, pool_idle_seconds: float = 60.0, server_json: bool = False
+    pool_size: int = 4,
+    pool_idle_seconds: float = 60.0,
+    server_json: bool = False,
+    crm_keys: CrmKeys | None = None,
 ) -> dict[DatabaseType, Callable[[], DatasourceReader]]:
     """The engine adapter of each database type this build can read, built on first use; the
     pooling engines keep up to ``pool_size`` connections per stored connection version;
-    ``server_json``: PostgreSQL builds the result JSON where it can."""
+    ``server_json``: PostgreSQL builds the result JSON where it can; ``crm_keys``: the CRM
+    plugin's keys, for MongoDB's ``plugin_crm`` path."""
 
     def postgres() -> DatasourceReader:
         from adapters.datasources.postgres.reader import PostgresReader
@@ -410,7 +415,7 @@ def datasource_engines(
     def mongodb() -> DatasourceReader:
         from adapters.datasources.mongodb.reader import MongoReader
 
-        return MongoReader()
+        return MongoReader(crm_keys=crm_keys)
 
     return {
         DatabaseType.POSTGRESQL: postgres,
@@ -522,7 +527,12 @@ async def open_infrastructure(
         storage = await stack.enter_async_context(open_result_storage(settings))
 
     options = settings.connections
-    engines = datasource_engines(options.pool_size, options.pool_idle_seconds, options.server_json)
+    engines = datasource_engines(
+        options.pool_size,
+        options.pool_idle_seconds,
+        options.server_json,
+        options.crm_keys,
+    )
     host_guard = overrides.host_guard
     if host_guard is None and options.ssrf_guard:
         host_guard = NetworkHostGuard()

@@ -72,6 +72,7 @@ async def open_worker(
         progress=infra.progress,
         metrics=infra.metrics,
         leases=infra.tables.jobs,
+        crm_keys=options.crm_keys,
     )
     runs = RunningJobs(work_handler(run_job))
     stack.push_async_callback(runs.stop)  # after the consumer's own drain

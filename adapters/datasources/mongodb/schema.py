@@ -95,24 +95,34 @@ def field_type(types: set[str]) -> str:
     return "mixed"
 
 
+NESTED_DEPTH = 4
+"""How deep ``nested`` discovery names the fields of embedded documents (``a.b.c.d``)."""
+
+
 class _Fields:
-    """Top-level field names in first-seen order (``_id`` first) and their value types."""
+    """Field names in first-seen order (``_id`` first) and their value types: the top-level
+    ones, and with ``nested`` the dotted paths of embedded documents' fields too."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, nested: bool = False) -> None:
         self.types: dict[str, set[str]] = {"_id": set()}
+        self._depth = NESTED_DEPTH if nested else 1
 
-    def add(self, document: Mapping[str, Any]) -> None:
+    def add(self, document: Mapping[str, Any], prefix: str = "", depth: int = 1) -> None:
         for name, value in document.items():
-            self.types.setdefault(name, set()).add(bson_type(value))
+            path = prefix + name
+            self.types.setdefault(path, set()).add(bson_type(value))
+            if depth < self._depth and isinstance(value, dict):
+                self.add(value, path + ".", depth + 1)
 
     def columns(self) -> tuple[Column, ...]:
         found = {name: types for name, types in self.types.items() if types}
         return tuple(Column(name, field_type(types)) for name, types in found.items())
 
 
-async def sampled_table(collection: Any, name: str) -> Table:
-    """The collection as a table: its top-level fields from a sample of its documents."""
-    fields = _Fields()
+async def sampled_table(collection: Any, name: str, *, nested: bool = False) -> Table:
+    """The collection as a table: its top-level fields (and with ``nested`` the dotted paths
+    inside embedded documents) from a sample of its documents."""
+    fields = _Fields(nested=nested)
     count = await collection.estimated_document_count()
     if count > SAMPLE_ABOVE:
         cursor = await collection.aggregate([{"$sample": {"size": sample_size(count)}}])

@@ -26,7 +26,8 @@ from application.ports.tracer import NO_TRACER, Tracer
 from domain import dedup
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, normalise_source
-from domain.errors import ConcurrencyConflict, FetcherError, InvalidRequest
+from domain.crm import CrmKeys, is_crm, missing_key_entry
+from domain.errors import ConcurrencyConflict, CrmKeyMissing, FetcherError, InvalidRequest
 from domain.job import Job, apply, request_job
 from domain.names import discovery_scope
 from domain.request import ExtractionRequest
@@ -85,6 +86,8 @@ class RequestJob:
     request's trace."""
     metrics: JobMetrics = NO_METRICS
     recent_checks: RecentChecks | None = None
+    crm_keys: CrmKeys = field(default_factory=CrmKeys)
+    """The CRM plugin's keys: a job on ``plugin_crm`` that needs one not configured is refused."""
     """Connectivity tests that passed lately, by tenant, connection id and version: a test
     that passed within its window stands for this request's (none: every request tests)."""
 
@@ -121,6 +124,7 @@ class RequestJob:
             return RequestJobResult(existing, created=False)
         connections = await self._resolve(request, tenant)
         self._check_ownership(request, connections)
+        self._check_crm_keys(request, connections)
         await self._test_connections(connections)
         await self._check_schemas(request, connections)
         # The slot read above is taken as it is the first time: if another request took it
@@ -191,6 +195,18 @@ class RequestJob:
                     f"Connection '{name}' does not belong to the product identified by "
                     f"source '{request.source}'"
                 )
+
+    def _check_crm_keys(
+        self, request: ExtractionRequest, connections: Mapping[str, Connection]
+    ) -> None:
+        for name in sorted(connections):
+            if not is_crm(name, connections[name].type):
+                continue
+            missing = self.crm_keys.missing(
+                request.mapped_fields[name], request.filters.get(name, {})
+            )
+            if missing:
+                raise CrmKeyMissing(entry=missing_key_entry(missing[0]))
 
     async def _check_schemas(
         self, request: ExtractionRequest, connections: Mapping[str, Connection]

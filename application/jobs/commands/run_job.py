@@ -34,6 +34,7 @@ from application.ports.result_sealer import ResultSealer
 from application.ports.result_storage import ResultStorage, ResultUpload
 from application.ports.tracer import NO_TRACER, TraceCarrier, Tracer
 from domain import job as job_rules
+from domain.crm import CrmKeys, is_crm, missing_key_entry
 from domain.errors import ConcurrencyConflict, FetcherError, InvalidTransition, Unavailable
 from domain.job import Job, Phase, ResultRef
 from domain.redaction import redact
@@ -130,6 +131,8 @@ class RunJob:
     progress_interval: float = PROGRESS_INTERVAL_SECONDS
     metrics: JobMetrics = NO_METRICS
     leases: JobLeases = field(kw_only=True)
+    crm_keys: CrmKeys = field(default_factory=CrmKeys, kw_only=True)
+    """The CRM plugin's keys: a job on ``plugin_crm`` that needs one not configured fails."""
 
     async def __call__(
         self,
@@ -366,6 +369,11 @@ class RunJob:
             except CredentialKeyMissing as error:
                 raise ExtractionError("precondition", error.message) from error
             filters: Mapping[str, Any] = request.filters.get(name, {})
+            if is_crm(name, connection.type):
+                missing = self.crm_keys.missing(request.mapped_fields[name], filters)
+                if missing:
+                    entry = missing_key_entry(missing[0])
+                    raise ExtractionError("precondition", entry.cite(entry.message))
             async with gate:
                 return await plan_datasource(
                     name, connection, endpoint, request.mapped_fields[name], filters, self.reader

@@ -151,3 +151,26 @@ def test_invalid_settings_name_the_variable(changes, fragment):
     with pytest.raises(SettingsError, match=fragment) as caught:
         Settings.from_env(env)
     assert "pass with spaces" not in str(caught.value)
+
+
+def test_the_crm_plugins_keys_are_read_and_never_shown():
+    options = Settings.from_env(
+        {
+            "CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM": "hash secret ✓",
+            "CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM": "00" * 16 + "ff" * 16,
+        }
+    ).connections
+    assert options.crm_keys.hash_key == "hash secret ✓".encode()
+    assert options.crm_keys.encrypt_key == bytes(16) + b"\xff" * 16
+    assert "hash secret" not in repr(options) and "ffff" not in repr(options)
+    assert Settings.from_env({}).connections.crm_keys.hash_key is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("zz" * 16, "must be hexadecimal"), ("ab" * 20, "got 40 digits")],
+)
+def test_a_crm_encryption_key_that_is_not_an_aes_key_is_refused(value: str, expected: str):
+    with pytest.raises(SettingsError, match=expected) as caught:
+        Settings.from_env({"CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM": value})
+    assert value not in str(caught.value)
