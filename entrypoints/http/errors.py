@@ -167,6 +167,9 @@ _DESCRIPTIONS = {
     )
     + ")",
     413: f"The body is over 4 MiB ({_codes(catalogue.BODY_TOO_LARGE)})",
+    422: "The service is not configured for this request ("
+    + _codes(catalogue.CRM_HASH_KEY_MISSING, catalogue.CRM_ENCRYPT_KEY_MISSING)
+    + ": a key of the CRM plugin, named in the message)",
     429: f"Rate limited ({_codes(catalogue.CONNECTION_TEST_RATE_LIMITED)})",
     500: f"Unexpected error ({_codes(catalogue.INTERNAL_ERROR)}) or an operational failure "
     f"({_codes(catalogue.CONNECTION_TEST_FAILED, catalogue.SCHEMA_RETRIEVAL_FAILED)})",

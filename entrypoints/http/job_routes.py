@@ -131,7 +131,7 @@ class JobController(Controller):
                 description="Duplicate: the existing job",
                 generate_examples=False,
             ),
-            **error_responses(400, 409, 413),
+            **error_responses(400, 409, 413, 422),
         },
     )
     async def create_job(

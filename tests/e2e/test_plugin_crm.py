@@ -146,3 +146,21 @@ def test_the_schema_route_describes_the_logical_collections(served: Processes) -
     assert '"holders"' in text and '"aliases"' in text
     assert "holders_org-a" not in text and "holdersx" not in text
     assert "contact.primary_email" in text
+
+
+def test_validate_schema_checks_logical_collections_and_dotted_fields(served: Processes) -> None:
+    def validate(fields: list[str]) -> httpx.Response:
+        return httpx.post(
+            f"{served.api_url}/v1/management/connections/validate-schema",
+            headers={"X-Product-Name": PRODUCT},
+            json={"mappedFields": {"plugin_crm": {"holders": fields}}},
+            timeout=30,
+        )
+
+    assert validate(["document", "contact.primary_email"]).status_code == 200
+    refused = validate(["contact.primary_email", "contact.fax"])
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"] == [
+        {"type": "FIELD_NOT_FOUND", "dataSourceId": "plugin_crm", "table": "holders",
+         "field": "contact.fax"}
+    ]  # fmt: skip
