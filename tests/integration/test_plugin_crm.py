@@ -15,7 +15,7 @@ import base64
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +23,7 @@ from uuid import uuid4
 
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from pymongo import AsyncMongoClient
 
 from adapters.crypto.credentials import AesGcmCredentialCipher
 from adapters.crypto.keys import KeyRing
@@ -44,7 +45,7 @@ from domain.crm import CrmKeys
 from domain.errors import CrmKeyMissing, InvalidRequest
 from domain.job import JobCompleted, JobFailed, JobResultStored
 from domain.schema import Schema
-from domain.tenant import SINGLE_TENANT
+from domain.tenant import SINGLE_TENANT, Tenant
 from tests.integration.conftest import require_listening, unique_name
 from tests.integration.reader_helpers import extract_rows, table_read
 from tests.support.crm_plugin import (
@@ -54,6 +55,7 @@ from tests.support.crm_plugin import (
     ORG_A,
     ORG_B,
     drop_database,
+    encrypt,
     search,
     write_crm_database,
 )
@@ -235,6 +237,7 @@ async def test_another_mongodb_datasource_reads_the_same_collections_as_they_are
 
 @dataclass
 class App:
+    repository: InMemoryConnectionRepository
     store: InMemoryJobEventStore
     storage: InMemoryResultStorage
     ring: KeyRing
@@ -286,7 +289,7 @@ async def _app(
             return uuid4()
 
     return App(
-        store=store, storage=storage, ring=ring,
+        repository=repository, store=store, storage=storage, ring=ring,
         request_job=RequestJob(
             jobs, directory, endpoints, MongoReader(crm_keys=keys), Clock(), Ids(),
             schemas=InMemorySchemaCache(60), crm_keys=keys,
@@ -305,16 +308,21 @@ async def app(crm_database: str) -> AsyncIterator[App]:
     yield await _app()
 
 
-async def _run(app: App, mapped: dict[str, Any], filters: dict[str, Any] | None = None) -> Any:
+async def _run(
+    app: App,
+    mapped: dict[str, Any],
+    filters: dict[str, Any] | None = None,
+    tenant: Tenant = SINGLE_TENANT,
+) -> Any:
     job = (
         await app.request_job(
             {"plugin_crm": mapped},
             {"plugin_crm": filters} if filters else None,
             {"source": "crm"},
-            tenant=SINGLE_TENANT,
+            tenant=tenant,
         )
     ).job
-    await app.run_job(job.id, tenant=SINGLE_TENANT)
+    await app.run_job(job.id, tenant=tenant)
     return job.id
 
 
@@ -381,3 +389,25 @@ async def test_the_worker_checks_the_keys_and_names_a_field_that_does_not_decryp
     error = await wrong.failure(job_id)
     assert error.startswith("engine extraction: engine: [precondition] field 'name' of a document")
     assert "holders_org-a" in error
+
+
+async def test_each_tenant_reads_its_own_plugin_crm_with_the_deployments_keys(app: App) -> None:
+    acme, database = Tenant("acme"), DATABASE + "_acme"
+    client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(URL, directConnection=True)
+    try:
+        await client[database]["holders_acme"].insert_one(
+            {"_id": "acme-1", "name": encrypt("Acme Holder")}
+        )
+        single = (await app.repository.by_config_names(["plugin_crm"], tenant=SINGLE_TENANT))[
+            "plugin_crm"
+        ]
+        await app.repository.add(replace(single, id=uuid4(), tenant=acme, database_name=database))
+        job_id = await _run(app, {"holders": ["_id", "name"]}, tenant=acme)
+        assert await app.result(job_id) == {
+            "plugin_crm": {"holders": [{"_id": "acme-1", "name": "Acme Holder"}]}
+        }
+        job_id = await _run(app, {"holders": ["_id"]})
+        assert len((await app.result(job_id))["plugin_crm"]["holders"]) == 3
+    finally:
+        await client.drop_database(database)
+        await client.close()
