@@ -43,11 +43,12 @@ class PluginAuthorizer(AccessAuthorizer):
     """Asks ``POST <address>/v1/authorize`` with ``{"sub", "resource", "action"}`` and the
     caller's token as ``Authorization: Bearer``.
 
-    ``{"authorized": true}`` allows; any other answer of 200 denies (403). An error answer of
-    the service is relayed with its status (``AuthServiceRefused``); a service that cannot be
-    reached in ``timeout`` seconds, redirects or answers something unreadable is unavailable
-    (503). The history permission, which the reference's services do not know, is asked as
-    ``fetcher``/``history`` first and, when denied, as ``fetcher``/``get``.
+    ``{"authorized": true}`` allows; any other JSON answer of 2xx denies (403), logged with
+    the kind of answer. An error answer of the service is relayed with its status
+    (``AuthServiceRefused``); a service that cannot be reached in ``timeout`` seconds,
+    redirects or answers something that is not JSON is unavailable (503). The history
+    permission, which the reference's services do not know, is asked as ``fetcher``/``history``
+    first and, when denied, as ``fetcher``/``get``.
     """
 
     def __init__(self, address: str, *, timeout: float = 5.0) -> None:
@@ -94,10 +95,17 @@ class PluginAuthorizer(AccessAuthorizer):
             raise AuthServiceUnavailable() from None
         if status >= 400:
             raise _refusal(status, raw, token)
-        answer = _json(raw)
-        if not 200 <= status < 300 or not isinstance(answer, dict):
+        answer = _json(raw, _UNREADABLE)
+        if not 200 <= status < 300 or answer is _UNREADABLE:
             log.warning("authorization service answered HTTP %d without a decision", status)
             raise AuthServiceUnavailable()
+        if not isinstance(answer, dict):
+            # JSON, but not the decision object: a bare true is no permission either.
+            log.warning(
+                "authorization service answered without a decision object (answer: %s); denied",
+                _json_kind(answer),
+            )
+            return False
         decision = answer.get("authorized", _MISSING)
         if decision is True:
             return True
@@ -112,6 +120,7 @@ class PluginAuthorizer(AccessAuthorizer):
 
 
 _MISSING = object()
+_UNREADABLE = object()
 
 
 def _json_kind(value: object) -> str:
@@ -123,11 +132,11 @@ def _json_kind(value: object) -> str:
     return kinds.get(type(value), type(value).__name__)
 
 
-def _json(raw: bytes) -> Any:
+def _json(raw: bytes, unreadable: Any = None) -> Any:
     try:
         return json.loads(raw)
     except ValueError:
-        return None
+        return unreadable
 
 
 def _refusal(status: int, raw: bytes, token: str) -> AuthServiceRefused:

@@ -123,6 +123,28 @@ async def test_only_the_json_boolean_true_authorizes(client, idp, service, caplo
     assert f"(authorized: {kind})" in line and "denied" in line
 
 
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        (b"true", "a boolean"),
+        (b"[true]", "an array"),
+        (b'"authorized"', "a string"),
+        (b"null", "null"),
+    ],
+    ids=["bare-true", "array", "string", "null"],
+)
+async def test_a_json_answer_that_is_not_a_decision_object_is_refused(
+    client, idp, service, caplog, answer, kind
+):
+    service.decide = lambda body, authorization: (200, answer)
+    with caplog.at_level("WARNING", logger="adapters.auth.plugin"):
+        response = await client.delete(f"{BASE}/{uuid4()}", headers=bearer(idp.token()))
+    assert response.status_code == 403, response.text
+    assert response.json()["code"] == "FET-0007"
+    [line] = [r.getMessage() for r in caplog.records if r.name == "adapters.auth.plugin"]
+    assert f"(answer: {kind})" in line and "denied" in line
+
+
 async def test_the_history_is_asked_as_history_then_as_fetcher_get(client, idp, service):
     def only_get(body: dict[str, Any], authorization: str) -> tuple[int, Any]:
         return 200, {"authorized": body["action"] == "get"}
