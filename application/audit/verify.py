@@ -146,6 +146,9 @@ class ChainVerifier:
         self._pending = sorted(checkpoints, key=lambda c: c.position, reverse=True)
         self._report = VerifyReport()
         self._heads: dict[str, tuple[int, str]] = {}
+        self._since: dict[tuple[str, int], int] = {}
+        """The position of each (job, version) fed since the last checkpoint, to name a record
+        inserted before the next one."""
         self._root = bytes.fromhex(ZERO_ROOT)
         self._count = 0
         self._last = 0
@@ -266,7 +269,10 @@ class ChainVerifier:
                 version=expected,
                 position=position,
             )
-        self._heads[job] = (version, computed)
+        # A changed record keeps the digest it carries as the job's head: the next event
+        # links to that, so one change is named once, at the record changed.
+        self._heads[job] = (version, carried if carried is not None else computed)
+        self._since[(job, version)] = position
 
     def _check_signature(self, checkpoint: Checkpoint) -> bool:
         where = {"position": checkpoint.position}
@@ -302,6 +308,22 @@ class ChainVerifier:
                 "its list of job heads is not the one that was signed",
                 position=checkpoint.position,
             )
+        # Records inserted before the checkpoint first: they shift later records past it, so
+        # the jobs those belonged to then look short (named after, as missing).
+        for job, (version, _) in sorted(heads.items()):
+            head = self._heads.get(job)
+            if head is not None and head[0] > version:
+                extra = version + 1
+                position = self._since.get((job, extra))
+                self._break(
+                    BreakKind.CHANGED,
+                    f"the log holds version {extra} of the job before position "
+                    f"{checkpoint.position}, where the checkpoint ends it at version {version}: "
+                    "a record was inserted",
+                    job=job,
+                    version=extra,
+                    position=position,
+                )
         for job, (version, digest) in sorted(heads.items()):
             head = self._heads.get(job)
             if head is None:
@@ -316,7 +338,8 @@ class ChainVerifier:
                 self._break(
                     BreakKind.MISSING,
                     f"the log ends the job at version {head[0]}; the checkpoint at position "
-                    f"{checkpoint.position} holds it at version {version}",
+                    f"{checkpoint.position} holds it at version {version} (removed, or moved "
+                    "past the checkpoint by a record inserted before it)",
                     job=job,
                     version=head[0] + 1,
                 )
@@ -339,6 +362,7 @@ class ChainVerifier:
         elif signed and len(self._report.breaks) == before:
             self._report.covered_to = checkpoint.position
         self._since_checkpoint = 0
+        self._since.clear()
 
     def finish(self) -> VerifyReport:
         while self._pending:
