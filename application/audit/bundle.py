@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from application.audit.verify import ChainVerifier, VerifyReport
+from application.audit.verify import Break, BreakKind, ChainVerifier, VerifyReport
 from application.ports.audit import AuditLog, CheckpointKeys, CheckpointStore
 from domain.audit_chain import Checkpoint, Record, parse_state
 
@@ -195,16 +195,117 @@ def read_bundle(lines: Iterable[str]) -> Bundle:
     return bundle
 
 
-def verify_bundle(bundle: Bundle, keys: CheckpointKeys) -> VerifyReport:
+class Extends:
+    """Whether a newer log extends an older bundle: every record the old bundle holds is in the
+    new log at the same position with the same job, version, topic and stored bytes, and every
+    checkpoint it holds (its anchor included) is among the new checkpoints, unchanged. Feed the
+    new log's records in position order, then ``finish`` with its checkpoints; the first
+    difference is named (what a rollback or a rewrite of what was exported looks like)."""
+
+    def __init__(self, old: Bundle) -> None:
+        self._old = {r.position: r for r in old.records}
+        self._old_checkpoints = [*([old.anchor] if old.anchor else []), *old.checkpoints]
+        self._first: Break | None = None
+        self._last_new = 0
+        self._seen: set[int] = set()
+
+    def feed(self, record: Record) -> None:
+        self._last_new = max(self._last_new, record.position)
+        held = self._old.get(record.position)
+        if held is None:
+            return
+        self._seen.add(record.position)
+        if self._first is None and (
+            (held.originator_id, held.version, held.topic, held.state)
+            != (record.originator_id, record.version, record.topic, record.state)
+        ):
+            self._first = Break(
+                BreakKind.CHANGED,
+                f"the old bundle holds job {held.originator_id} version {held.version} here; "
+                "the new log holds something else: what was exported was rewritten",
+                job=record.originator_id,
+                version=record.version,
+                position=record.position,
+            )
+
+    def finish(self, checkpoints: Iterable[Checkpoint]) -> list[Break]:
+        if self._first is not None:
+            return [self._first]
+        missing = self._old.keys() - self._seen
+        if missing:
+            gone = min(missing)
+            held = self._old[gone]
+            return [
+                Break(
+                    BreakKind.MISSING,
+                    f"the old bundle holds job {held.originator_id} version {held.version} "
+                    f"here; the new log does not (it ends at position {self._last_new}): "
+                    f"records after position {gone - 1} were removed or rewritten",
+                    job=held.originator_id,
+                    version=held.version,
+                    position=gone,
+                )
+            ]
+        new = {c.position: c for c in checkpoints}
+        for kept in self._old_checkpoints:
+            found = new.get(kept.position)
+            if found is None:
+                return [
+                    Break(
+                        BreakKind.MISSING,
+                        f"the old bundle's checkpoint at position {kept.position} (recorded "
+                        f"{kept.recorded_at}) is missing from the new log: records after "
+                        f"position {kept.position} may have been removed or rewritten",
+                        position=kept.position,
+                    )
+                ]
+            if found.to_json(with_heads=False) != kept.to_json(with_heads=False):
+                return [
+                    Break(
+                        BreakKind.CHANGED,
+                        f"the checkpoint at position {kept.position} differs from the one in "
+                        "the old bundle",
+                        position=kept.position,
+                    )
+                ]
+        return []
+
+
+def _against(report: VerifyReport, extends: Extends | None, checkpoints: list[Checkpoint]) -> None:
+    if extends is not None:
+        report.breaks[:0] = extends.finish(checkpoints)
+
+
+def verify_bundle(
+    bundle: Bundle, keys: CheckpointKeys, *, against: Bundle | None = None
+) -> VerifyReport:
+    """Verifies ``bundle`` offline; with ``against``, also that it extends that older one."""
     verifier = ChainVerifier(keys, bundle.checkpoints, anchor=bundle.anchor)
-    verifier.feed_all(bundle.records)
-    return verifier.finish()
+    extends = Extends(against) if against is not None else None
+    for record in bundle.records:
+        verifier.feed(record)
+        if extends is not None:
+            extends.feed(record)
+    report = verifier.finish()
+    _against(report, extends, [*([bundle.anchor] if bundle.anchor else []), *bundle.checkpoints])
+    return report
 
 
 async def verify_store(
-    log: AuditLog, checkpoints: CheckpointStore, keys: CheckpointKeys
+    log: AuditLog,
+    checkpoints: CheckpointStore,
+    keys: CheckpointKeys,
+    *,
+    against: Bundle | None = None,
 ) -> VerifyReport:
-    verifier = ChainVerifier(keys, await all_checkpoints(checkpoints))
+    """Verifies the store; with ``against``, also that it extends that older bundle."""
+    kept = await all_checkpoints(checkpoints)
+    verifier = ChainVerifier(keys, kept)
+    extends = Extends(against) if against is not None else None
     async for record in records_between(log, 0, None):
         verifier.feed(record)
-    return verifier.finish()
+        if extends is not None:
+            extends.feed(record)
+    report = verifier.finish()
+    _against(report, extends, kept)
+    return report

@@ -30,6 +30,7 @@ from adapters.crypto.keys import InvalidMasterKey, KeyRing
 from adapters.eventstore.store import EventStore
 from application.audit.bundle import (
     Bound,
+    Bundle,
     BundleError,
     export_lines,
     read_bundle,
@@ -122,26 +123,30 @@ def _print_report(report: VerifyReport, as_json: bool) -> int:
     return 0 if report.ok else 1
 
 
-def _verify_bundle(args: argparse.Namespace) -> int:
+def _read_bundle(path: str) -> Bundle:
+    try:
+        if path == "-":
+            return read_bundle(sys.stdin)
+        with open(path, encoding="utf-8") as f:
+            return read_bundle(f)
+    except OSError as e:
+        raise AuditToolError(f"cannot read {path}: {e.strerror or e}") from None
+    except BundleError as e:
+        raise AuditToolError(f"{path}: {e}") from None
+
+
+def _verify_bundle(args: argparse.Namespace, against: Bundle | None) -> int:
     if not args.public_key:
         raise AuditToolError("--bundle needs --public-key (fetcher keys audit-public)")
     keys = _keys(args.public_key, None)
-    try:
-        if args.bundle == "-":
-            bundle = read_bundle(sys.stdin)
-        else:
-            with open(args.bundle, encoding="utf-8") as f:
-                bundle = read_bundle(f)
-    except OSError as e:
-        raise AuditToolError(f"cannot read {args.bundle}: {e.strerror or e}") from None
-    except BundleError as e:
-        raise AuditToolError(str(e)) from None
-    return _print_report(verify_bundle(bundle, keys), args.json)
+    report = verify_bundle(_read_bundle(args.bundle), keys, against=against)
+    return _print_report(report, args.json)
 
 
 def _verify(args: argparse.Namespace) -> int:
+    against = _read_bundle(args.against) if args.against else None
     if args.bundle:
-        return _verify_bundle(args)
+        return _verify_bundle(args, against)
     ring = _key_ring()
     if ring is None and not args.public_key:
         raise AuditToolError("no key: set APP_ENC_KEY, or pass --public-key")
@@ -150,7 +155,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     async def run() -> VerifyReport:
         async with _open_store(settings) as (store, checkpoints):
-            return await verify_store(store, checkpoints, keys)
+            return await verify_store(store, checkpoints, keys, against=against)
 
     return _print_report(asyncio.run(run()), args.json)
 
@@ -230,6 +235,12 @@ def add_audit_commands(subparsers: argparse._SubParsersAction) -> None:  # type:
         action="append",
         metavar="BASE64|FILE",
         help="an audit public key (repeat for rotated keys)",
+    )
+    verify.add_argument(
+        "--against",
+        metavar="OLD_BUNDLE",
+        help="a bundle exported earlier: the store (or --bundle) must extend it, nothing it "
+        "held changed or gone (a rollback is named)",
     )
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(func=_main(_verify))

@@ -265,3 +265,56 @@ async def test_a_process_that_did_not_read_the_job_links_to_its_stored_head(
     _, one = backend.row(requested.originator_id, 1)
     _, two = backend.row(requested.originator_id, 2)
     assert parse_state(two)["prev_digest"] == parse_state(one)["digest"] != ""
+
+
+async def test_a_rolled_back_tail_is_named_against_an_earlier_bundle(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """Deleting the newest records together with the checkpoints that cover them verifies
+    clean on its own; against a bundle exported before, it is named."""
+    ids = await _history(backend)
+    old = tmp_path / "old.jsonl"
+    assert _verify(backend, "export", "--out", str(old)).returncode == 0
+    p = backend.param
+    backend.execute(f"DELETE FROM stored_events WHERE {backend.position} > {p}", (10,))
+    backend.execute(f"DELETE FROM fetcher_audit_checkpoints WHERE position > {p}", (10,))
+    alone = _verify(backend, "verify")
+    assert alone.returncode == 0, alone.stdout  # what the chain and checkpoints cannot see
+    against = _verify(backend, "verify", "--against", str(old))
+    assert against.returncode == 1, against.stdout + against.stderr
+    line = next(x for x in against.stdout.splitlines() if x.startswith("FAIL"))
+    # Position 11 was the third job's claim (six requests, then each job's claim and failure).
+    assert line.startswith(f"FAIL: first break: missing: job {ids[2]}, version 2, position 11:")
+    assert "records after position 10 were removed or rewritten" in line
+
+
+async def test_a_store_that_grew_extends_its_earlier_bundle(
+    backend: Backend, tmp_path: Path
+) -> None:
+    await _history(backend)
+    old = tmp_path / "old.jsonl"
+    assert _verify(backend, "export", "--out", str(old)).returncode == 0
+    await _history(backend, jobs_count=2)
+    result = _verify(backend, "verify", "--against", str(old))
+    assert result.returncode == 0, result.stdout + result.stderr
+    new = tmp_path / "new.jsonl"
+    assert _verify(backend, "export", "--out", str(new)).returncode == 0
+    public = encode_public(KEYS.signer.public_key)
+    offline = ["verify", "--bundle", str(new), "--public-key", public, "--against", str(old)]
+    result = _verify(backend, *offline)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+async def test_a_record_an_earlier_bundle_holds_rewritten_is_named_first(
+    backend: Backend, tmp_path: Path
+) -> None:
+    ids = await _history(backend)
+    old = tmp_path / "old.jsonl"
+    assert _verify(backend, "export", "--out", str(old)).returncode == 0
+    topic, state = backend.row(ids[1], 3)
+    backend.write(ids[1], 3, topic, state.replace(b"boom 1", b"fine"))
+    result = _verify(backend, "verify", "--against", str(old))
+    assert result.returncode == 1
+    line = next(x for x in result.stdout.splitlines() if x.startswith("FAIL"))
+    assert line.startswith(f"FAIL: first break: changed: job {ids[1]}, version 3, position 10:")
+    assert "what was exported was rewritten" in line
