@@ -49,6 +49,7 @@ TARGETS = (
         "lease",
         "application/jobs/lease.py",
         (
+            "tests/unit/application/jobs/test_lease_keeper.py",
             "tests/unit/application/jobs/test_job_lease.py",
             "tests/unit/application/jobs/test_fencing.py",
         ),
