@@ -201,6 +201,8 @@ class AuditSettings:
     signing_key: str | None = field(default=None, repr=False)
     """``FETCHER_AUDIT_SIGNING_KEY``: base64 Ed25519 private key (32-byte seed); by default
     the key is derived from ``APP_ENC_KEY``."""
+    witness: bool = True
+    """``FETCHER_AUDIT_WITNESS``: each checkpoint is also written to object storage."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> AuditSettings:
@@ -209,6 +211,7 @@ class AuditSettings:
             checkpoint_every=read.integer("FETCHER_AUDIT_CHECKPOINT_EVERY"),
             checkpoint_seconds=read.integer("FETCHER_AUDIT_CHECKPOINT_SECONDS"),
             signing_key=read.optional("FETCHER_AUDIT_SIGNING_KEY"),
+            witness=read.flag("FETCHER_AUDIT_WITNESS"),
         )
 
 

@@ -138,6 +138,8 @@ HTTP_ROLES = frozenset({SERVE, API})
 DATASOURCE_ROLES = frozenset({SERVE, API, WORKER})
 WORKER_ROLES = frozenset({SERVE, WORKER})
 RELAY_ROLES = frozenset({SERVE, RELAY})
+STORAGE_ROLES = frozenset({SERVE, WORKER, RELAY})
+"""Object storage: the worker's results, the relay's audit witnesses."""
 AUDIT_ROLES = frozenset({SERVE, RELAY, TOOLS})
 KEY_ROLES = frozenset({*ROLES, TOOLS})
 DEPLOYED = frozenset(SHARED_ROLES)
@@ -201,37 +203,37 @@ SETTINGS: tuple[Setting, ...] = (
     # --- storage
     Setting(
         "OBJECT_STORAGE_BUCKET", "S3 bucket of the results (it must exist)",
-        "storage", WORKER_ROLES, shown_default="none: results in objects/ of the data folder",
+        "storage", STORAGE_ROLES, shown_default="none: results in objects/ of the data folder",
         required_for=frozenset({WORKER}), example="fetcher-results",
         reference="OBJECT_STORAGE_BUCKET",
     ),
     Setting(
         "OBJECT_STORAGE_ENDPOINT", "S3-compatible endpoint URL (MinIO, SeaweedFS, ...)",
-        "storage", WORKER_ROLES, shown_default="AWS", example="https://s3.internal:9000",
+        "storage", STORAGE_ROLES, shown_default="AWS", example="https://s3.internal:9000",
         reference="OBJECT_STORAGE_ENDPOINT", essential=True,
     ),
     Setting(
-        "OBJECT_STORAGE_REGION", "S3 region", "storage", WORKER_ROLES, default="us-east-1",
+        "OBJECT_STORAGE_REGION", "S3 region", "storage", STORAGE_ROLES, default="us-east-1",
         reference="OBJECT_STORAGE_REGION",
     ),
     Setting(
-        "OBJECT_STORAGE_KEY_PREFIX", "prefix of every object key", "storage", WORKER_ROLES,
+        "OBJECT_STORAGE_KEY_PREFIX", "prefix of every object key", "storage", STORAGE_ROLES,
         reference="OBJECT_STORAGE_KEY_PREFIX",
     ),
     Setting(
         "OBJECT_STORAGE_ACCESS_KEY_ID", "static S3 credentials, with OBJECT_STORAGE_SECRET_KEY",
-        "storage", WORKER_ROLES, shown_default="the AWS credential chain", secret=True,
+        "storage", STORAGE_ROLES, shown_default="the AWS credential chain", secret=True,
         example="CHANGE-ME", reference="OBJECT_STORAGE_ACCESS_KEY_ID", essential=True,
     ),
     Setting(
         "OBJECT_STORAGE_SECRET_KEY", "static S3 credentials, with OBJECT_STORAGE_ACCESS_KEY_ID",
-        "storage", WORKER_ROLES, shown_default="the AWS credential chain", secret=True,
+        "storage", STORAGE_ROLES, shown_default="the AWS credential chain", secret=True,
         example="CHANGE-ME", reference="OBJECT_STORAGE_SECRET_KEY", essential=True,
     ),
     Setting(
         "OBJECT_STORAGE_USE_PATH_STYLE",
         "path-style addressing (needed by most S3-compatible servers)",
-        "storage", WORKER_ROLES, kind="bool", shown_default="true with an endpoint",
+        "storage", STORAGE_ROLES, kind="bool", shown_default="true with an endpoint",
         example="true", reference="OBJECT_STORAGE_USE_PATH_STYLE", essential=True,
     ),
     # --- keys
@@ -449,6 +451,14 @@ SETTINGS: tuple[Setting, ...] = (
         "engine", RELAY_ROLES, kind="int", default=600, minimum=1,
     ),
     # --- audit
+    Setting(
+        "FETCHER_AUDIT_WITNESS",
+        "write each audit checkpoint, as it is recorded, to object storage under "
+        "audit/checkpoints/ (never overwritten), outside the database: "
+        "`fetcher audit verify --witness` compares with it (a relay needs "
+        "OBJECT_STORAGE_BUCKET; serve writes to the data folder)",
+        "audit", RELAY_ROLES, kind="bool", default=True,
+    ),
     Setting(
         "FETCHER_AUDIT_CHECKPOINT_EVERY",
         "record a signed audit checkpoint of the event log after this many records",

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from application.errors import StorageError
+from application.ports.audit import WitnessConflict
 from application.ports.result_storage import ResultStorage, ResultUpload
 
 
@@ -77,6 +78,21 @@ class InMemoryResultStorage(ResultStorage):
         upload = InMemoryResultUpload(self, self._object_key(key))
         self._pending.add(upload)
         return upload
+
+    async def keep(self, key: str, data: bytes) -> None:
+        self._raise_if_unavailable("keep")
+        held = self._objects.setdefault(self._object_key(key), data)
+        if held != data:
+            raise WitnessConflict(f"'{key}' holds other bytes")
+
+    async def kept(self, prefix: str) -> list[tuple[str, bytes]]:
+        self._raise_if_unavailable("list")
+        start = self._key_prefix + prefix
+        return [
+            (key.removeprefix(self._key_prefix), data)
+            for key, data in sorted(self._objects.items())
+            if key.startswith(start)
+        ]
 
     async def read(self, key: str) -> bytes:
         self._raise_if_unavailable("read")

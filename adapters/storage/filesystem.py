@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from application.errors import StorageError
+from application.ports.audit import WitnessConflict
 from application.ports.result_storage import ResultStorage, ResultUpload
 
 DEFAULT_CHUNK_SIZE = 1024 * 1024
@@ -152,6 +153,42 @@ class FilesystemResultStorage(ResultStorage):
                 return len(left)
 
         return await asyncio.to_thread(_discard)
+
+    async def keep(self, key: str, data: bytes) -> None:
+        """``WitnessStore.keep``: an exclusive create, so a file there is never replaced."""
+        target = self._path(key)
+
+        def _keep() -> None:
+            with _wrap("keep", key):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    with open(target, "xb") as file:
+                        file.write(data)
+                        file.flush()
+                        os.fsync(file.fileno())
+                except FileExistsError:
+                    if target.read_bytes() != data:
+                        raise WitnessConflict(f"'{key}' holds other bytes") from None
+                    return
+                _fsync_dir(target.parent)
+
+        await asyncio.to_thread(_keep)
+
+    async def kept(self, prefix: str) -> list[tuple[str, bytes]]:
+        base = self._root.joinpath(*(self._key_prefix + prefix).rstrip("/").split("/"))
+
+        def _kept() -> list[tuple[str, bytes]]:
+            with _wrap("list", prefix):
+                if not base.is_dir():
+                    return []
+                found = []
+                for path in sorted(base.rglob("*")):
+                    if path.is_file() and not path.name.startswith("."):
+                        key = path.relative_to(self._root).as_posix()
+                        found.append((key.removeprefix(self._key_prefix), path.read_bytes()))
+                return found
+
+        return await asyncio.to_thread(_kept)
 
     async def check(self) -> None:
         def _probe() -> None:

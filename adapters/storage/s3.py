@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.handlers import add_expect_header
 
 from application.errors import StorageError, StorageRejected
+from application.ports.audit import WitnessConflict
 from application.ports.result_storage import ResultStorage, ResultUpload
 
 MiB = 1024 * 1024
@@ -299,6 +300,64 @@ class S3ResultStorage(ResultStorage):
             async with response["Body"] as stream:
                 data: bytes = await stream.read()
         return data
+
+    async def keep(self, key: str, data: bytes) -> None:
+        """``WitnessStore.keep``: a conditional create (``If-None-Match: *``, which AWS S3 and
+        MinIO honour) after a look at the key (for servers that ignore the condition, such as
+        nanio); a bucket with Object Lock keeps the object whatever a later writer does."""
+        object_key = self._object_key(key)
+        bucket = self._settings.bucket
+        held = await self._held(object_key)
+        if held is None:
+            try:
+                with _wrap("put object"):
+                    await self._client.put_object(
+                        Bucket=bucket, Key=object_key, Body=data, IfNoneMatch="*"
+                    )
+                return
+            except StorageError as error:
+                if not isinstance(error.__cause__, ClientError) or _client_error_code(
+                    error.__cause__
+                ) not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    raise
+            held = await self._held(object_key)
+        if held != data:
+            raise WitnessConflict(f"'{key}' holds other bytes")
+
+    async def _held(self, object_key: str) -> bytes | None:
+        try:
+            with _wrap("get object"):
+                response = await self._client.get_object(
+                    Bucket=self._settings.bucket, Key=object_key
+                )
+                async with response["Body"] as stream:
+                    data: bytes = await stream.read()
+                return data
+        except StorageError as error:
+            if isinstance(error.__cause__, ClientError) and _client_error_code(error.__cause__) in (
+                "NoSuchKey",
+                "404",
+                "NotFound",
+            ):
+                return None
+            raise
+
+    async def kept(self, prefix: str) -> list[tuple[str, bytes]]:
+        bucket = self._settings.bucket
+        start = self._object_key(prefix)
+        with _wrap("list objects"):
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=start
+            )
+            keys = sorted(
+                [item["Key"] async for page in pages for item in page.get("Contents", [])]
+            )
+        found = []
+        for object_key in keys:
+            data = await self._held(object_key)
+            if data is not None:
+                found.append((object_key.removeprefix(self._settings.key_prefix), data))
+        return found
 
     async def abort_incomplete(self, key: str) -> int:
         """Lists the bucket's multipart uploads under the key (ListMultipartUploads, every

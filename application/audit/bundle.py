@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from application.audit.verify import Break, BreakKind, ChainVerifier, VerifyReport
+from application.audit.witness import compare_witnesses
 from application.ports.audit import AuditLog, CheckpointKeys, CheckpointStore
 from domain.audit_chain import Checkpoint, Record, parse_state
 
@@ -276,19 +277,50 @@ def _against(report: VerifyReport, extends: Extends | None, checkpoints: list[Ch
         report.breaks[:0] = extends.finish(checkpoints)
 
 
-def verify_bundle(
-    bundle: Bundle, keys: CheckpointKeys, *, against: Bundle | None = None
+def _witnessed(
+    stored: list[Checkpoint], witnessed: list[Checkpoint] | None
+) -> tuple[list[Break], list[Checkpoint]]:
+    if witnessed is None:
+        return [], stored
+    breaks, extra = compare_witnesses(stored, witnessed)
+    return breaks, [*stored, *extra]
+
+
+def _finish(
+    report: VerifyReport,
+    witness_breaks: list[Break],
+    witnessed: list[Checkpoint] | None,
+    extends: Extends | None,
+    checkpoints: list[Checkpoint],
 ) -> VerifyReport:
-    """Verifies ``bundle`` offline; with ``against``, also that it extends that older one."""
-    verifier = ChainVerifier(keys, bundle.checkpoints, anchor=bundle.anchor)
+    if witnessed is not None:
+        report.witnesses = len(witnessed)
+    _against(report, extends, checkpoints)
+    report.breaks[:0] = witness_breaks
+    return report
+
+
+def verify_bundle(
+    bundle: Bundle,
+    keys: CheckpointKeys,
+    *,
+    against: Bundle | None = None,
+    witnessed: list[Checkpoint] | None = None,
+) -> VerifyReport:
+    """Verifies ``bundle`` offline; with ``against``, also that it extends that older one;
+    with ``witnessed``, against those checkpoints too (those past the bundle's end aside)."""
+    upto = bundle.records[-1].position if bundle.records else 0
+    start = bundle.anchor.position if bundle.anchor else 0
+    inside = None if witnessed is None else [w for w in witnessed if start < w.position <= upto]
+    witness_breaks, checkpoints = _witnessed(bundle.checkpoints, inside)
+    verifier = ChainVerifier(keys, checkpoints, anchor=bundle.anchor)
     extends = Extends(against) if against is not None else None
     for record in bundle.records:
         verifier.feed(record)
         if extends is not None:
             extends.feed(record)
-    report = verifier.finish()
-    _against(report, extends, [*([bundle.anchor] if bundle.anchor else []), *bundle.checkpoints])
-    return report
+    held = [*([bundle.anchor] if bundle.anchor else []), *bundle.checkpoints]
+    return _finish(verifier.finish(), witness_breaks, inside, extends, held)
 
 
 async def verify_store(
@@ -297,15 +329,16 @@ async def verify_store(
     keys: CheckpointKeys,
     *,
     against: Bundle | None = None,
+    witnessed: list[Checkpoint] | None = None,
 ) -> VerifyReport:
-    """Verifies the store; with ``against``, also that it extends that older bundle."""
+    """Verifies the store; with ``against``, also that it extends that older bundle; with
+    ``witnessed``, against the checkpoints kept outside the database too."""
     kept = await all_checkpoints(checkpoints)
-    verifier = ChainVerifier(keys, kept)
+    witness_breaks, to_check = _witnessed(kept, witnessed)
+    verifier = ChainVerifier(keys, to_check)
     extends = Extends(against) if against is not None else None
     async for record in records_between(log, 0, None):
         verifier.feed(record)
         if extends is not None:
             extends.feed(record)
-    report = verifier.finish()
-    _against(report, extends, kept)
-    return report
+    return _finish(verifier.finish(), witness_breaks, witnessed, extends, kept)

@@ -80,6 +80,8 @@ class VerifyReport:
     """The position of the last checkpoint that matched."""
     uncovered: int = 0
     """Records after the last checkpoint (no signature covers them yet)."""
+    witnesses: int | None = None
+    """Witnessed checkpoints compared (None: no witnesses given)."""
 
     @property
     def ok(self) -> bool:
@@ -91,6 +93,8 @@ class VerifyReport:
             f"checkpoints: {self.checkpoints}, covered up to position {self.covered_to}, "
             f"{self.uncovered} records after the last checkpoint",
         ]
+        if self.witnesses is not None:
+            lines.append(f"witnesses: {self.witnesses} checkpoints kept outside the database")
         if self.unchained:
             where = (
                 f"before position {self.chained_from}"
@@ -123,6 +127,7 @@ class VerifyReport:
             "checkpoints": self.checkpoints,
             "coveredTo": self.covered_to,
             "uncovered": self.uncovered,
+            "witnesses": self.witnesses,
             "breaks": [b.to_json() for b in self.breaks],
         }
 

@@ -51,3 +51,21 @@ class CheckpointKeys(Protocol):
     """Public keys by key id (every key version, including rotated ones)."""
 
     def check(self, key_id: str, message: bytes, signature: str) -> SignatureCheck: ...
+
+
+class WitnessConflict(Exception):
+    """A witness already holds other bytes under the key: it is never overwritten."""
+
+
+class WitnessStore(Protocol):
+    """Where checkpoints are kept outside the database, each under a key written once.
+
+    - ``keep`` writes ``data`` at ``key`` unless something is there: the same bytes again is
+      nothing to do; other bytes raise ``WitnessConflict`` and are left as they are.
+    - ``kept`` returns every ``(key, data)`` under ``prefix``.
+    - A store that cannot be reached raises ``application.errors.StorageError``.
+    """
+
+    async def keep(self, key: str, data: bytes) -> None: ...
+
+    async def kept(self, prefix: str) -> list[tuple[str, bytes]]: ...

@@ -38,12 +38,16 @@ from application.audit.bundle import (
     verify_store,
 )
 from application.audit.verify import VerifyReport
+from application.audit.witness import PREFIX as WITNESS_PREFIX
+from application.audit.witness import read_witness
 from application.timefmt import rfc3339nano
+from domain.audit_chain import Checkpoint
 from domain.errors import FetcherError
 from entrypoints.composition.infrastructure import (
     open_checkpoint_store,
     open_database_engine,
     open_event_store,
+    open_result_storage,
 )
 from entrypoints.settings import Settings, SettingsError, ToolSettings
 
@@ -135,18 +139,48 @@ def _read_bundle(path: str) -> Bundle:
         raise AuditToolError(f"{path}: {e}") from None
 
 
-def _verify_bundle(args: argparse.Namespace, against: Bundle | None) -> int:
+def _verify_bundle(
+    args: argparse.Namespace, against: Bundle | None, witnessed: list[Checkpoint] | None
+) -> int:
     if not args.public_key:
         raise AuditToolError("--bundle needs --public-key (fetcher keys audit-public)")
     keys = _keys(args.public_key, None)
-    report = verify_bundle(_read_bundle(args.bundle), keys, against=against)
+    report = verify_bundle(_read_bundle(args.bundle), keys, against=against, witnessed=witnessed)
     return _print_report(report, args.json)
+
+
+def _read_witnesses(source: str) -> list[Checkpoint]:
+    """The checkpoints witnessed: from the configured object storage (``storage``), or every
+    ``*.json`` file below a folder (a copy of the storage's ``audit/checkpoints/``)."""
+    if source == "storage":
+
+        async def listed() -> list[tuple[str, bytes]]:
+            async with open_result_storage(Settings.from_env()) as storage:
+                return await storage.kept(WITNESS_PREFIX)
+
+        try:
+            items = asyncio.run(listed())
+        except FetcherError as e:
+            raise AuditToolError(f"cannot read the witnesses in object storage: {e}") from None
+    else:
+        folder = Path(source)
+        if not folder.is_dir():
+            raise AuditToolError(f"--witness {source}: not a folder (or 'storage')")
+        items = [(str(path), path.read_bytes()) for path in sorted(folder.rglob("*.json"))]
+    witnessed = []
+    for name, data in items:
+        try:
+            witnessed.append(read_witness(data))
+        except (ValueError, KeyError, TypeError):
+            raise AuditToolError(f"{name} is not a witnessed checkpoint") from None
+    return witnessed
 
 
 def _verify(args: argparse.Namespace) -> int:
     against = _read_bundle(args.against) if args.against else None
+    witnessed = _read_witnesses(args.witness) if args.witness else None
     if args.bundle:
-        return _verify_bundle(args, against)
+        return _verify_bundle(args, against, witnessed)
     ring = _key_ring()
     if ring is None and not args.public_key:
         raise AuditToolError("no key: set APP_ENC_KEY, or pass --public-key")
@@ -155,7 +189,9 @@ def _verify(args: argparse.Namespace) -> int:
 
     async def run() -> VerifyReport:
         async with _open_store(settings) as (store, checkpoints):
-            return await verify_store(store, checkpoints, keys, against=against)
+            return await verify_store(
+                store, checkpoints, keys, against=against, witnessed=witnessed
+            )
 
     return _print_report(asyncio.run(run()), args.json)
 
@@ -241,6 +277,13 @@ def add_audit_commands(subparsers: argparse._SubParsersAction) -> None:  # type:
         metavar="OLD_BUNDLE",
         help="a bundle exported earlier: the store (or --bundle) must extend it, nothing it "
         "held changed or gone (a rollback is named)",
+    )
+    verify.add_argument(
+        "--witness",
+        metavar="FOLDER|storage",
+        help="the checkpoints kept outside the database (FETCHER_AUDIT_WITNESS): a folder "
+        "holding them (a copy of the bucket's audit/checkpoints/), or 'storage' for the "
+        "configured object storage; a checkpoint witnessed but gone or changed is named",
     )
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(func=_main(_verify))

@@ -38,7 +38,7 @@ from adapters.storage.s3 import S3ResultStorage, S3Settings
 from application.connections.directory import ConnectionDirectory, internal_id
 from application.connections.endpoints import EndpointFactory
 from application.errors import PortError
-from application.ports.audit import AuditLog, CheckpointStore
+from application.ports.audit import AuditLog, CheckpointStore, WitnessStore
 from application.ports.clock import Clock
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.datasource_reader import DatasourceReader
@@ -224,9 +224,13 @@ async def reach_result_storage(settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage]:
+async def open_result_storage(
+    settings: Settings,
+) -> AsyncIterator[S3ResultStorage | FilesystemResultStorage]:
+    """The object storage of results (and of the audit witnesses): the S3 bucket, or the data
+    folder's ``objects`` when no bucket is set."""
     config = settings.storage
-    storage: ResultStorage
+    storage: S3ResultStorage | FilesystemResultStorage
     if config.uses_s3:
         storage = await S3ResultStorage.open(s3_settings(settings))
     else:
@@ -237,6 +241,22 @@ async def open_result_storage(settings: Settings) -> AsyncIterator[ResultStorage
         yield storage
     finally:
         await storage.close()
+
+
+def wants_witnesses(settings: Settings, roles: frozenset[Role]) -> bool:
+    """Whether this process witnesses the audit checkpoints: a relay with
+    ``FETCHER_AUDIT_WITNESS`` on, on the bucket when one is set, or on the data folder when it
+    runs every role (``fetcher serve``); a separate relay without a bucket says so and does
+    not."""
+    if Role.RELAY not in roles or not settings.audit.witness:
+        return False
+    if settings.storage.uses_s3 or roles == ALL_ROLES:
+        return True
+    log.warning(
+        "audit.witness.off",
+        extra={"reason": "no OBJECT_STORAGE_BUCKET for the relay (FETCHER_AUDIT_WITNESS)"},
+    )
+    return False
 
 
 DECLARE_HINT = (
@@ -466,6 +486,8 @@ class Infrastructure:
     progress: JobProgressStore
     checkpoints: CheckpointStore | None
     storage: ResultStorage | None
+    witnesses: WitnessStore | None
+    """Where the relay keeps each checkpoint outside the database (``FETCHER_AUDIT_WITNESS``)."""
     publishers: Publishers | None
     unroutable: UnroutableMessages | None
     """What the relay's publishers had returned (a broker is configured)."""
@@ -523,8 +545,12 @@ async def open_infrastructure(
         )
     await declare_broker_topology(settings, all_roles=roles == ALL_ROLES)
     storage = overrides.storage
-    if storage is None and Role.WORKER in roles:
-        storage = await stack.enter_async_context(open_result_storage(settings))
+    witnesses = overrides.witnesses
+    witnessing = witnesses is None and wants_witnesses(settings, roles)
+    if (storage is None and Role.WORKER in roles) or witnessing:
+        opened = await stack.enter_async_context(open_result_storage(settings))
+        storage = opened if storage is None and Role.WORKER in roles else storage
+        witnesses = opened if witnessing else witnesses
 
     options = settings.connections
     engines = datasource_engines(
@@ -573,6 +599,7 @@ async def open_infrastructure(
         progress=tables.jobs if overrides.job_progress is None else overrides.job_progress,
         checkpoints=checkpoints,
         storage=storage,
+        witnesses=witnesses,
         publishers=publishers,
         unroutable=unroutable,
         engines=engines,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from adapters.crypto.keys import KeyRing
 from adapters.metrics.prometheus import PrometheusMetrics
 from application.jobs.commands.run_job import RunLimits
-from application.ports.audit import AuditLog, CheckpointStore
+from application.ports.audit import AuditLog, CheckpointStore, WitnessStore
 from application.ports.clock import Clock, IdGenerator
 from application.ports.connection_repository import ConnectionRepository
 from application.ports.datasource_reader import DatasourceReader
@@ -58,6 +58,7 @@ class Overrides:
     schema_cache: SchemaCache | None = None
     test_limiter: RateLimiter | None = None
     storage: ResultStorage | None = None
+    witnesses: WitnessStore | None = None
     work_queue: WorkQueue | None = None
     event_publisher: JobEventPublisher | None = None
     work_consumer: Callable[[WorkHandler], WorkConsumer] | None = None

@@ -3,11 +3,13 @@ reaper, the audit checkpoints and the log watch, on the shared infrastructure.""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from adapters.messaging.local import InProcessWorkQueue
 from application.audit import checkpointer
 from application.audit.checkpointer import RecordCheckpoints
+from application.audit.witness import WitnessCheckpoints, record_then_witness
 from application.jobs.fresh_index import FreshJobIndex
 from application.jobs.repository import EventSourcedJobs
 from application.policies import emit_events, publish_work_orders
@@ -63,7 +65,7 @@ def relay_role(infra: Infrastructure, publishers: Publishers) -> Relay:
         poll_interval = FOLLOWER_POLL_SECONDS
     else:
         poll_interval = RELAY_POLL_SECONDS
-    checkpoints: RecordCheckpoints | None = None
+    checkpoints: Callable[[], Awaitable[int]] | None = None
     if events.audit_log is not None and infra.checkpoints is not None:
         checkpoints = RecordCheckpoints(
             events.audit_log,
@@ -73,6 +75,10 @@ def relay_role(infra: Infrastructure, publishers: Publishers) -> Relay:
             every_records=settings.audit.checkpoint_every,
             every_seconds=settings.audit.checkpoint_seconds,
         )
+        if infra.witnesses is not None:
+            checkpoints = record_then_witness(
+                checkpoints, WitnessCheckpoints(infra.checkpoints, infra.witnesses, events.store)
+            )
     return build_relay(
         settings,
         events.store,
@@ -102,7 +108,7 @@ def build_relay(
     metrics: Metrics,
     tracer: Tracer = NO_TRACER,
     watch: LogWatch | None = None,
-    checkpoints: RecordCheckpoints | None = None,
+    checkpoints: Callable[[], Awaitable[int]] | None = None,
 ) -> Relay:
     """The followers and the reaper on the given ports. ``queue_is_volatile``: the work queue
     loses what it holds when the process stops, so pending jobs are queued again at start.

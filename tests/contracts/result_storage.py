@@ -16,6 +16,7 @@ import pytest
 
 from adapters.storage.s3 import MIN_PART_SIZE
 from application.errors import StorageError
+from application.ports.audit import WitnessConflict, WitnessStore
 from application.ports.result_storage import ResultStorage
 
 MiB = 1024 * 1024
@@ -72,6 +73,25 @@ class ResultStorageContract:
         await write_in_chunks(storage, key, b'{"pg": {}}', chunk=4)
 
         assert await storage.read(key) == b'{"pg": {}}'
+
+    # --- audit witnesses (``WitnessStore``) -------------------------------------------------------
+
+    async def test_a_witness_is_written_once_and_never_replaced(
+        self, storage: ResultStorage
+    ) -> None:
+        witnesses: WitnessStore = storage  # type: ignore[assignment]
+        first, second = "audit/checkpoints/01.json", "audit/checkpoints/02.json"
+        await witnesses.keep(first, b'{"position":1}')
+        await witnesses.keep(first, b'{"position":1}')  # the same again: nothing to do
+        with pytest.raises(WitnessConflict):
+            await witnesses.keep(first, b'{"position":99}')
+        await witnesses.keep(second, b'{"position":2}')
+        await witnesses.keep("audit/other.json", b"{}")
+        assert await witnesses.kept("audit/checkpoints/") == [
+            (first, b'{"position":1}'),
+            (second, b'{"position":2}'),
+        ]
+        assert await witnesses.kept("audit/none/") == []
 
     async def test_empty_object_round_trips(self, storage: ResultStorage, key: str) -> None:
         upload = await storage.begin(key)

@@ -71,6 +71,19 @@ async def test_a_served_job_verifies_in_the_store_and_offline(
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "OK" in verified.stdout
 
+    # The relay kept each checkpoint outside the database too (the data folder's objects here,
+    # the bucket in a deployment); the store agrees with what was witnessed.
+    recorded = [c["position"] for c in _checkpoints(audited.api_url)]
+    witnesses = data / "objects" / "audit" / "checkpoints"
+    deadline = time.monotonic() + 30
+    while len(list(witnesses.glob("*.json"))) < len(recorded):
+        assert time.monotonic() < deadline, audited.tail()
+        time.sleep(0.5)
+    assert [int(p.stem) for p in sorted(witnesses.glob("*.json"))][: len(recorded)] == recorded
+    witnessed = cli("audit", "verify", "--witness", "storage", env=key_env)
+    assert witnessed.returncode == 0, witnessed.stdout + witnessed.stderr
+    assert "witnesses: " in witnessed.stdout and "OK" in witnessed.stdout
+
     public = cli("keys", "audit-public", "--raw", env=key_env).stdout.strip()
     bundle = tmp_path / "bundle.jsonl"
     exported = cli("audit", "export", "--out", str(bundle), env=key_env)

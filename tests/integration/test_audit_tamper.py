@@ -24,8 +24,10 @@ from adapters.common.postgres import PostgresAddress
 from adapters.crypto.audit_signing import AuditKeys, encode_public
 from adapters.crypto.keys import KeyRing
 from adapters.eventstore.store import event_store_for
+from adapters.storage.filesystem import FilesystemResultStorage
+from application.audit.witness import WitnessCheckpoints
 from domain import job as jobs
-from domain.audit_chain import parse_state
+from domain.audit_chain import link, parse_state
 from domain.tenant import SINGLE_TENANT
 from tests.integration.conftest import fresh_pg_database
 from tests.support.audit_trail import audit_request, audited_history, record_jobs
@@ -318,3 +320,64 @@ async def test_a_record_an_earlier_bundle_holds_rewritten_is_named_first(
     line = next(x for x in result.stdout.splitlines() if x.startswith("FAIL"))
     assert line.startswith(f"FAIL: first break: changed: job {ids[1]}, version 3, position 10:")
     assert "what was exported was rewritten" in line
+
+
+async def _witness(backend: Backend, folder: Path) -> int:
+    """What the relay does after recording checkpoints: each one kept in object storage (a
+    folder here, as ``fetcher serve`` keeps it)."""
+    store = event_store_for(backend.database)
+    checkpoints = SqlCheckpointStore.for_database(backend.database)
+    try:
+        await store.open()
+        witness = WitnessCheckpoints(checkpoints, FilesystemResultStorage(folder), store)
+        return await witness()
+    finally:
+        await checkpoints.close()
+        await store.close()
+
+
+async def test_a_rollback_of_witnessed_checkpoints_is_named(
+    backend: Backend, tmp_path: Path
+) -> None:
+    await _history(backend)
+    objects = tmp_path / "objects"
+    assert await _witness(backend, objects) == 4  # positions 5, 10, 15 and 18
+    assert await _witness(backend, objects) == 0  # each once
+    witnesses = objects / "audit" / "checkpoints"
+    assert sorted(p.name for p in witnesses.iterdir())[0] == f"{5:020d}.json"
+    p = backend.param
+    backend.execute(f"DELETE FROM stored_events WHERE {backend.position} > {p}", (10,))
+    backend.execute(f"DELETE FROM fetcher_audit_checkpoints WHERE position > {p}", (10,))
+    assert _verify(backend, "verify").returncode == 0
+    result = _verify(backend, "verify", "--witness", str(witnesses))
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("FAIL"))
+    assert line.startswith("FAIL: first break: missing: position 15: checkpoint 15 witnessed at ")
+    assert line.endswith("is missing; records after position 10 were removed or rewritten")
+    assert "witnesses: 4 checkpoints kept outside the database" in result.stdout
+
+
+async def test_records_rewritten_under_re_signed_checkpoints_break_the_witnesses(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """Whoever holds the signing key can rewrite records and sign new checkpoints over them;
+    the witnesses, written when the originals were recorded, still show it."""
+    ids = await _history(backend)
+    objects = tmp_path / "objects"
+    await _witness(backend, objects)
+    prev = ""
+    for version in (1, 2, 3):  # the job rewritten, its chain recomputed
+        topic, state = backend.row(ids[0], version)
+        content = parse_state(state)
+        del content["prev_digest"], content["digest"]
+        if version == 1:
+            content["request"]["metadata"]["source"] = "forged"
+        relinked, prev = link(str(ids[0]), version, topic, json.dumps(content).encode(), prev)
+        backend.write(ids[0], version, topic, relinked)
+    backend.execute("DELETE FROM fetcher_audit_checkpoints", ())
+    await _history(backend, jobs_count=0)  # the relay signs new checkpoints over it all
+    assert _verify(backend, "verify").returncode == 0  # consistent, and freshly signed
+    result = _verify(backend, "verify", "--witness", str(objects / "audit" / "checkpoints"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("FAIL"))
+    assert "checkpoint 5 witnessed at" in line and "differs from the one stored there" in line
