@@ -36,6 +36,13 @@ ALL_PERMISSIONS = (
 Route = Callable[[str, dict[str, str], bytes], tuple[int, Any]]
 
 
+@dataclass(frozen=True)
+class Redirect:
+    """An answer that sends the client to ``location``."""
+
+    location: str
+
+
 class _Server:
     """A threaded HTTP server answering with ``route(method+path, headers, body)``."""
 
@@ -51,9 +58,14 @@ class _Server:
                 key = f"{self.command} {self.path}"
                 server.requests.append((key, headers, body))
                 status, payload = route(key, headers, body)
+                location = payload.location if isinstance(payload, Redirect) else None
+                if isinstance(payload, Redirect):
+                    payload = b""
                 raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
+                    if location is not None:
+                        self.send_header("Location", location)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(raw)))
                     self.end_headers()

@@ -16,9 +16,14 @@ import pytest
 
 from adapters.auth.jwt_verifier import PyJwtTokenVerifier, UnverifiedClaimsReader
 from adapters.auth.keys import ASYMMETRIC_ALGORITHMS, JwksKeySource
-from adapters.auth.plugin import EDITOR_SUBJECT, PluginAuthorizer
+from adapters.auth.plugin import EDITOR_SUBJECT, MAX_ANSWER_BYTES, PluginAuthorizer
 from entrypoints.http.auth import HttpSecurity
-from tests.integration.auth_servers import AuthorizeServer, LocalIdentityProvider, new_key
+from tests.integration.auth_servers import (
+    AuthorizeServer,
+    LocalIdentityProvider,
+    Redirect,
+    new_key,
+)
 from tests.integration.connection_api import in_loop_client
 from tests.integration.test_auth_routes import BASE, CONNECTION, PRODUCT, bearer, build_app
 from tests.support.twins import app  # noqa: F401  (fixture)
@@ -103,13 +108,14 @@ async def test_denied_is_403(client, idp, service):
     [
         ({"authorized": "true"}, "a string"),
         ({"authorized": 1}, "a number"),
+        ({"authorized": 0}, "a number"),
         ({"authorized": {}}, "an object"),
         ({"authorized": []}, "an array"),
         ({"authorized": None}, "null"),
         ({}, "missing"),
         ({"allowed": True}, "missing"),
     ],
-    ids=["string", "number", "object", "array", "null", "empty", "other-field"],
+    ids=["string", "number", "zero", "object", "array", "null", "empty", "other-field"],
 )
 async def test_only_the_json_boolean_true_authorizes(client, idp, service, caplog, answer, kind):
     """Anything but ``"authorized": true`` is a refusal, logged with the kind of answer (never
@@ -243,3 +249,100 @@ async def test_without_keys_the_service_is_the_only_check(app, idp, service):  #
         assert json.dumps(service.asked).count("connections") == 1
     finally:
         await authorizer.close()
+
+
+async def test_an_answer_up_to_the_size_limit_is_read_and_a_longer_one_is_not(client, idp, service):
+    def answer(size: int) -> bytes:
+        head = b'{"authorized": true, "pad": "'
+        return head + b"x" * (size - len(head) - 2) + b'"}'
+
+    service.decide = lambda body, authorization: (200, answer(MAX_ANSWER_BYTES))
+    assert (await client.get(BASE, headers=bearer(idp.token()))).status_code == 200
+    service.decide = lambda body, authorization: (200, answer(MAX_ANSWER_BYTES + 1))
+    response = await client.get(BASE, headers=bearer(idp.token()))
+    assert response.status_code == 503 and response.json()["code"] == "FET-0008"
+
+
+@pytest.mark.parametrize("status", [201, 299])
+async def test_any_2xx_answer_decides(client, idp, service, status):
+    service.decide = lambda body, authorization: (status, {"authorized": True})
+    assert (await client.get(BASE, headers=bearer(idp.token()))).status_code == 200
+
+
+@pytest.mark.parametrize("status", [300, 302, 399])
+async def test_a_3xx_answer_is_not_a_decision_nor_followed(client, idp, service, status):
+    """Not even a redirect to a service that would allow: the address configured is the one
+    asked."""
+    elsewhere = AuthorizeServer().start()
+    try:
+        target = Redirect(f"{elsewhere.base_url}/v1/authorize")
+        service.decide = lambda body, authorization: (status, target)
+        response = await client.get(BASE, headers=bearer(idp.token()))
+        assert response.status_code == 503 and response.json()["code"] == "FET-0008"
+        assert elsewhere.asked == []
+    finally:
+        await asyncio.to_thread(elsewhere.stop)
+
+
+async def test_a_400_answer_is_relayed_with_its_status(client, idp, service):
+    service.decide = lambda body, authorization: (
+        400,
+        {"code": "AUT-0400", "title": "Bad Request", "message": "bad subject"},
+    )
+    response = await client.get(BASE, headers=bearer(idp.token()))
+    assert response.status_code == 400
+    assert response.json()["code"] == "AUT-0400"
+
+
+async def test_an_error_answer_without_three_texts_is_relayed_generically(client, idp, service):
+    service.decide = lambda body, authorization: (
+        401,
+        {"code": 4001, "title": "Unauthorized", "message": "no"},
+    )
+    response = await client.get(BASE, headers=bearer(idp.token()))
+    assert response.status_code == 401
+    assert response.json()["code"] == "FET-0009"
+
+
+@pytest.mark.parametrize(
+    "permission_route",
+    [("delete", f"{BASE}/{uuid4()}"), ("get", BASE), ("get", "/v1/fetcher/" + str(uuid4()))],
+    ids=["connections-delete", "connections-get", "fetcher-get"],
+)
+async def test_a_denied_permission_other_than_the_history_is_asked_once(
+    client, idp, service, permission_route
+):
+    method, path = permission_route
+    service.decide = lambda body, authorization: (200, {"authorized": False})
+    response = await client.request(method.upper(), path, headers=bearer(idp.token()))
+    assert response.status_code == 403
+    assert len(service.asked) == 1
+
+
+async def test_a_plain_false_is_a_refusal_without_a_warning(client, idp, service, caplog):
+    service.decide = lambda body, authorization: (200, {"authorized": False})
+    with caplog.at_level("WARNING", logger="adapters.auth.plugin"):
+        response = await client.get(BASE, headers=bearer(idp.token()))
+    assert response.status_code == 403
+    assert [r for r in caplog.records if r.name == "adapters.auth.plugin"] == []
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [{"owner": 5, "sub": "u-1"}, {"owner": "lerian", "sub": 7}, {"owner": "lerian", "sub": ""}],
+    ids=["owner-not-text", "sub-not-text", "sub-empty"],
+)
+async def test_a_normal_user_needs_an_owner_and_a_subject_as_text(client, idp, service, claims):
+    token = idp.token([], type="normal-user", **claims)
+    response = await client.get(BASE, headers=bearer(token))
+    assert response.status_code == 401, response.text
+    assert service.asked == []
+
+
+async def test_the_authorizer_asks_its_address_and_closes_safely(service):
+    authorizer = PluginAuthorizer(service.base_url + "/")
+    assert authorizer.url == f"{service.base_url}/v1/authorize"
+    await authorizer.close()  # never opened: nothing to close
+    await authorizer.open()
+    await authorizer.close()
+    await authorizer.close()

@@ -3,6 +3,7 @@ events and dedup slots."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from uuid import UUID, uuid5
 
@@ -124,3 +125,13 @@ def test_a_requested_event_recorded_before_tenants_reads_as_the_single_tenant():
     JobRequested.upcast_v1_v2(state)
     assert state["tenant"] == ""
     assert JobRequested.class_version >= 2
+
+
+def test_tenants_and_tenancies_are_values_that_cannot_change():
+    """A tenant keys caches, rate limits and slots: it must hash by value and stay as built."""
+    assert {Tenant("a"): 1}[Tenant("a")] == 1
+    assert hash(Tenancy.multi(["a"])) == hash(Tenancy.multi(["a"]))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Tenant("a").id = "b"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Tenancy.multi().multi_tenant = False  # type: ignore[misc]
