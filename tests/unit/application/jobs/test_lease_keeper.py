@@ -258,3 +258,30 @@ def test_a_lease_has_expired_at_its_end_not_before() -> None:
     assert not lease_expired(job, None, ends - timedelta(microseconds=1))
     assert lease_expired(job, None, ends)
     assert lease_expired(job, None, ends + timedelta(seconds=1))
+
+
+def test_a_keeper_trusts_nothing_unless_told_how_long() -> None:
+    clock = FakeClock()
+    keeper = LeaseKeeper(
+        leases=ScriptedLeases(), clock=clock, job_id=JOB, attempt=1, worker_id="w1",
+        lease=LEASE, heartbeat=1.0, held_at=clock.now(),
+    )  # fmt: skip
+    assert not keeper.fresh()
+
+
+async def test_a_heartbeat_without_an_outage_logs_nothing(caplog) -> None:
+    leases = ScriptedLeases()
+    keeper = _keeper(leases, FakeClock())
+    with caplog.at_level(logging.DEBUG, logger="application.jobs.lease"):
+        async with keeper.kept():
+            await _renewals(leases, 2)
+    assert caplog.records == []
+
+
+async def test_the_blocks_own_timeout_is_its_own_even_once_the_lease_was_lost() -> None:
+    keeper = _keeper(ScriptedLeases(False), FakeClock(), fresh_for=timedelta(0), heartbeat=10)
+    with pytest.raises(TimeoutError):
+        async with keeper.kept():
+            with pytest.raises(LeaseLost):
+                await keeper.confirm()
+            raise TimeoutError
