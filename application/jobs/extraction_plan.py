@@ -15,7 +15,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode
+from application.errors import (
+    DatasourceDataError,
+    DatasourceError,
+    ForbiddenHost,
+    InvalidSslMode,
+)
 from application.ports.datasource_reader import DatasourceReader, PreparedReads
 from domain import error_catalogue as catalogue
 from domain.connection import Connection, Endpoint
@@ -35,6 +40,16 @@ class ExtractionError(ExtractionFailed):
         super().__init__(f"{text}: {detail}" if detail else text)
         self.category = category
         self.detail = detail
+
+
+def datasource_failure(error: DatasourceError, otherwise: str) -> ExtractionError:
+    """The reference's text of a datasource that failed: it could not be connected to, what
+    it holds cannot be read as asked (the adapter's own words), or ``otherwise``."""
+    if isinstance(error, DatasourceDataError):
+        return ExtractionError(error.category, error.message)
+    if error.stage == "connect":
+        return ExtractionError("unavailable", "failed to connect to datasource")
+    return ExtractionError("unavailable", otherwise)
 
 
 def validation_error(detail: str) -> ExtractionError:
@@ -190,12 +205,7 @@ async def plan_datasource(
     except (ForbiddenHost, InvalidSslMode):
         raise
     except DatasourceError as error:
-        message = (
-            "failed to connect to datasource"
-            if error.stage == "connect"
-            else "failed to discover datasource schema"
-        )
-        raise ExtractionError("unavailable", message) from error
+        raise datasource_failure(error, "failed to discover datasource schema") from error
     reads = build_reads(config_name, connection, schema, tables, filters)
     prepared = _prepared(config_name, endpoint, reads, reader)
     return DatasourcePlan(

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from application.errors import DatasourceDataError, DatasourceError
-from application.jobs.extraction_plan import DatasourcePlan, ExtractionError
+from application.errors import DatasourceError
+from application.jobs.extraction_plan import DatasourcePlan, ExtractionError, datasource_failure
 from application.jobs.tasks import first_error
 from application.ports.datasource_reader import DatasourceReader
 from application.ports.result_sealer import ResultSealer, SealingStream
@@ -100,15 +100,8 @@ async def _stream_datasource(
                 await emit(b",")
             await emit(chunk.data)
             budget.progress.rows += chunk.rows
-    except DatasourceDataError as error:
-        raise ExtractionError(error.category, error.message) from error
     except DatasourceError as error:
-        message = (
-            "failed to connect to datasource"
-            if error.stage == "connect"
-            else "failed to query datasource"
-        )
-        raise ExtractionError("unavailable", message) from error
+        raise datasource_failure(error, "failed to query datasource") from error
     await emit(b"]}" if current is not None else b"}")
 
 
