@@ -121,12 +121,13 @@ def test_a_relay_on_postgresql_listens_and_elsewhere_does_not(database_url, tmp_
     embedded = Settings.from_env({"FETCHER_DATA_DIR": str(tmp_path)})
     store = event_store_for(PostgresAddress.from_url(database_url))
 
-    async def opened() -> None:
+    async def check() -> None:
+        # The store's pool lives on the loop that opened it: opened and closed on one.
         await store.open()
+        try:
+            assert isinstance(log_watch_for(on_postgres, store), PostgresLogWatch)
+            assert log_watch_for(embedded, store) is None
+        finally:
+            await store.close()
 
-    asyncio.run(opened())
-    try:
-        assert isinstance(log_watch_for(on_postgres, store), PostgresLogWatch)
-        assert log_watch_for(embedded, store) is None
-    finally:
-        asyncio.run(store.close())
+    asyncio.run(check())
