@@ -203,6 +203,8 @@ class AuditSettings:
     the key is derived from ``APP_ENC_KEY``."""
     witness: bool = True
     """``FETCHER_AUDIT_WITNESS``: each checkpoint is also written to object storage."""
+    events: bool = False
+    """``FETCHER_AUDIT_CHECKPOINT_EVENTS``: each checkpoint is also published as a CloudEvent."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | Environment) -> AuditSettings:
@@ -212,6 +214,7 @@ class AuditSettings:
             checkpoint_seconds=read.integer("FETCHER_AUDIT_CHECKPOINT_SECONDS"),
             signing_key=read.optional("FETCHER_AUDIT_SIGNING_KEY"),
             witness=read.flag("FETCHER_AUDIT_WITNESS"),
+            events=read.flag("FETCHER_AUDIT_CHECKPOINT_EVENTS"),
         )
 
 

@@ -460,6 +460,13 @@ SETTINGS: tuple[Setting, ...] = (
         "audit", RELAY_ROLES, kind="bool", default=True,
     ),
     Setting(
+        "FETCHER_AUDIT_CHECKPOINT_EVENTS",
+        "also publish each audit checkpoint as a signed CloudEvent (routing key "
+        "audit.checkpoint) on the events exchange; bind a queue to that key first, as an "
+        "unroutable checkpoint is held and retried (and reported in /readyz)",
+        "audit", RELAY_ROLES, kind="bool", default=False,
+    ),
+    Setting(
         "FETCHER_AUDIT_CHECKPOINT_EVERY",
         "record a signed audit checkpoint of the event log after this many records",
         "audit", RELAY_ROLES, kind="int", default=1000, minimum=1,

@@ -19,6 +19,7 @@ from application.ports.messaging import (
     WorkOrder,
     WorkQueue,
 )
+from domain.audit_chain import Checkpoint
 
 
 class _FailureSwitch:
@@ -135,10 +136,15 @@ class RecordingJobEventPublisher(_FailureSwitch, JobEventPublisher):
     def __init__(self) -> None:
         super().__init__()
         self.published: list[JobNotification] = []
+        self.checkpoints: list[Checkpoint] = []
 
     async def publish(self, notification: JobNotification) -> None:
         self._before_publish()
         self.published.append(notification)
+
+    async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
+        self._before_publish()
+        self.checkpoints.append(checkpoint)
 
     @property
     def event_ids(self) -> list[str]:

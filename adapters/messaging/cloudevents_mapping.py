@@ -10,6 +10,8 @@ reference also sends ``ce-datacontenttype``), and it prints ``time`` with Python
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from cloudevents.core.bindings import rabbitmq
 from cloudevents.core.v1.event import CloudEvent
 
@@ -19,10 +21,12 @@ from adapters.messaging.envelope import (
     header_text,
     signed_message,
 )
+from application.audit.witness import witness_body
 from application.ports.messaging import JobNotification
 from application.ports.signer import MessageSigner
 from application.ports.tracer import trace_headers
 from application.timefmt import rfc3339nano
+from domain.audit_chain import Checkpoint
 
 JOB_STATUSES = frozenset({"completed", "failed"})
 CONTENT_TYPE = "application/json"
@@ -79,6 +83,53 @@ def job_event_message(
         headers=headers,
         tenant=notification.tenant.label,
         request_id=notification.request_id,
+        signer=signer,
+        now=now,
+    )
+
+
+CHECKPOINT_ROUTING_KEY = "audit.checkpoint"
+CHECKPOINT_TYPE = "studio.lerian.audit.checkpoint"
+
+
+def checkpoint_event_message(
+    checkpoint: Checkpoint,
+    *,
+    source: str,
+    exchange: str,
+    signer: MessageSigner,
+    now: int,
+) -> OutgoingMessage:
+    """An audit checkpoint as a signed CloudEvent (``audit.checkpoint`` on the events exchange,
+    the job events' header and signature scheme): its body is the checkpoint as signed,
+    without the job ids of its heads; its id ``fetcher.audit.checkpoint.<position>`` is a
+    consumer's dedup key. The whole log's, so it names no tenant."""
+    event = CloudEvent(
+        attributes={
+            "specversion": "1.0",
+            "id": f"fetcher.audit.checkpoint.{checkpoint.position}",
+            "source": source,
+            "type": CHECKPOINT_TYPE,
+            "time": datetime.fromisoformat(checkpoint.recorded_at),
+            "subject": str(checkpoint.position),
+            "datacontenttype": CONTENT_TYPE,
+            "schemaversion": SCHEMA_VERSION,
+            "resourcetype": "audit",
+            "eventtype": "checkpoint",
+        },
+        data=witness_body(checkpoint),
+    )
+    binary = rabbitmq.to_binary_event(event)
+    headers: dict[str, HeaderValue] = {name: _utf8(value) for name, value in binary.headers.items()}
+    headers["ce-time"] = _utf8(checkpoint.recorded_at)
+    headers["ce-datacontenttype"] = _utf8(binary.content_type or CONTENT_TYPE)
+    return signed_message(
+        exchange=exchange,
+        routing_key=CHECKPOINT_ROUTING_KEY,
+        body=binary.body,
+        headers=headers,
+        tenant=None,
+        request_id="",
         signer=signer,
         now=now,
     )

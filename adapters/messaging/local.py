@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adapters.messaging.cloudevents_mapping import job_event_message
+from adapters.messaging.cloudevents_mapping import checkpoint_event_message, job_event_message
 from adapters.messaging.envelope import (
     EVENTS_EXCHANGE,
     WORK_QUEUE,
@@ -37,8 +37,12 @@ from application.ports.messaging import (
     WorkQueue,
 )
 from application.ports.signer import MessageSigner
+from domain.audit_chain import Checkpoint
 
 logger = logging.getLogger(__name__)
+
+CHECKPOINTS_FILE = "audit-checkpoints.jsonl"
+"""Where the embedded default publishes the audit checkpoints' CloudEvents."""
 
 T = TypeVar("T")
 
@@ -217,8 +221,6 @@ class JsonlJobEventPublisher(JobEventPublisher):
         self._closed = False
 
     async def publish(self, notification: JobNotification) -> None:
-        if self._closed:
-            raise PublishFailed("the events file publisher is closed")
         message = job_event_message(
             notification,
             source=self._source,
@@ -226,6 +228,23 @@ class JsonlJobEventPublisher(JobEventPublisher):
             signer=self._signer,
             now=self._clock(),
         )
+        await self._write(self._path, message)
+
+    async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Checkpoints go to ``audit-checkpoints.jsonl`` beside the events file, so the
+        events file keeps job events only."""
+        message = checkpoint_event_message(
+            checkpoint,
+            source=self._source,
+            exchange=self._exchange,
+            signer=self._signer,
+            now=self._clock(),
+        )
+        await self._write(self._path.with_name(CHECKPOINTS_FILE), message)
+
+    async def _write(self, path: Path, message: OutgoingMessage) -> None:
+        if self._closed:
+            raise PublishFailed("the events file publisher is closed")
         try:
             body = message.body.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -242,13 +261,14 @@ class JsonlJobEventPublisher(JobEventPublisher):
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         async with self._lock:
             try:
-                await asyncio.to_thread(self._append, line)
+                await asyncio.to_thread(self._append, path, line)
             except OSError as e:
                 raise PublishFailed("could not write the events file") from e
 
-    def _append(self, line: str) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        with self._path.open("a", encoding="utf-8") as file:
+    @staticmethod
+    def _append(path: Path, line: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as file:
             file.write(line)
             file.flush()
             os.fsync(file.fileno())

@@ -33,13 +33,14 @@ from aio_pika.exceptions import (
 )
 
 from adapters.messaging.amqp_fields import amqp_headers
-from adapters.messaging.cloudevents_mapping import job_event_message
+from adapters.messaging.cloudevents_mapping import checkpoint_event_message, job_event_message
 from adapters.messaging.envelope import OutgoingMessage, work_message
 from adapters.messaging.unroutable import UnroutableMessages
 from application.errors import MessageUnroutable, PortError, PublishFailed
 from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
 from application.ports.metrics import MessageKind
 from application.ports.signer import MessageSigner
+from domain.audit_chain import Checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -312,6 +313,16 @@ class AioPikaJobEventPublisher(_SignedPublisher, JobEventPublisher):
             now=self._clock(),
         )
         await self._send(message, f"{notification.status}.{notification.job_id}")
+
+    async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
+        message = checkpoint_event_message(
+            checkpoint,
+            source=self._source,
+            exchange=self._exchange.name,
+            signer=self._signer,
+            now=self._clock(),
+        )
+        await self._send(message, f"audit.checkpoint.{checkpoint.position}")
 
     async def check(self) -> None:
         name = self._exchange.name

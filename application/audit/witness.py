@@ -18,13 +18,19 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from application.audit.verify import Break, BreakKind
-from application.errors import StorageError
-from application.ports.audit import CheckpointStore, WitnessConflict, WitnessStore
+from application.errors import PublishFailed, StorageError
+from application.ports.audit import (
+    CheckpointPublisher,
+    CheckpointStore,
+    WitnessConflict,
+    WitnessStore,
+)
 from domain.audit_chain import Checkpoint
 
 log = logging.getLogger(__name__)
 
 FOLLOWER_NAME = "audit-witness"
+EVENTS_FOLLOWER_NAME = "audit-witness-events"
 PREFIX = "audit/checkpoints/"
 
 
@@ -50,6 +56,30 @@ class Positions(Protocol):
     async def position(self, follower: str) -> int: ...
 
     async def advance(self, follower: str, notification_id: int) -> bool: ...
+
+
+@dataclass(slots=True)
+class PublishCheckpoints:
+    """Publishes every checkpoint past the last one published as a signed CloudEvent (its
+    own follower position: a broker that refuses them delays only this)."""
+
+    checkpoints: CheckpointStore
+    publisher: CheckpointPublisher
+    positions: Positions
+    batch: int = 100
+
+    async def __call__(self) -> int:
+        done = 0
+        after = await self.positions.position(EVENTS_FOLLOWER_NAME)
+        while page := await self.checkpoints.page(after, self.batch):
+            for checkpoint in page:
+                await self.publisher.publish_checkpoint(checkpoint)
+                done += 1
+                after = checkpoint.position
+                await self.positions.advance(EVENTS_FOLLOWER_NAME, after)
+            if len(page) < self.batch:
+                break
+        return done
 
 
 @dataclass(slots=True)
@@ -87,17 +117,26 @@ class WitnessCheckpoints:
 
 
 def record_then_witness(
-    record: Callable[[], Awaitable[int]], witness: WitnessCheckpoints
+    record: Callable[[], Awaitable[int]],
+    witness: WitnessCheckpoints | None,
+    publish: PublishCheckpoints | None = None,
 ) -> Callable[[], Awaitable[int]]:
-    """One audit pass: record the checkpoints due, then witness those not witnessed yet (a
-    witness store that is away is tried again on the next pass; nothing is skipped)."""
+    """One audit pass: record the checkpoints due, then witness and publish those not
+    witnessed or published yet (each on its own: storage or a broker that is away is tried
+    again on the next pass; nothing is skipped)."""
 
     async def audit() -> int:
         recorded = await record()
-        try:
-            await witness()
-        except StorageError as error:
-            log.warning("audit.witness.failed", extra={"error": str(error)})
+        if witness is not None:
+            try:
+                await witness()
+            except StorageError as error:
+                log.warning("audit.witness.failed", extra={"error": str(error)})
+        if publish is not None:
+            try:
+                await publish()
+            except PublishFailed as error:
+                log.debug("audit.witness.event.failed", extra={"error": str(error)})
         return recorded
 
     return audit

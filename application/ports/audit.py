@@ -69,3 +69,11 @@ class WitnessStore(Protocol):
     async def keep(self, key: str, data: bytes) -> None: ...
 
     async def kept(self, prefix: str) -> list[tuple[str, bytes]]: ...
+
+
+class CheckpointPublisher(Protocol):
+    """Publishes each audit checkpoint as a signed CloudEvent on the events exchange (as the
+    job events are: confirmed, persistent, signed with the external key); raises
+    ``application.errors.PublishFailed`` otherwise."""
+
+    async def publish_checkpoint(self, checkpoint: Checkpoint) -> None: ...

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Protocol
 from uuid import UUID
 
+from domain.audit_chain import Checkpoint
 from domain.tenant import Tenant
 
 
@@ -98,6 +99,10 @@ class JobEventPublisher(Protocol):
     """
 
     async def publish(self, notification: JobNotification) -> None: ...
+
+    async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """An audit checkpoint, as ``application.ports.audit.CheckpointPublisher`` says."""
+        ...
 
     async def check(self) -> None: ...
 

@@ -9,7 +9,11 @@ from datetime import timedelta
 from adapters.messaging.local import InProcessWorkQueue
 from application.audit import checkpointer
 from application.audit.checkpointer import RecordCheckpoints
-from application.audit.witness import WitnessCheckpoints, record_then_witness
+from application.audit.witness import (
+    PublishCheckpoints,
+    WitnessCheckpoints,
+    record_then_witness,
+)
 from application.jobs.fresh_index import FreshJobIndex
 from application.jobs.repository import EventSourcedJobs
 from application.policies import emit_events, publish_work_orders
@@ -75,10 +79,13 @@ def relay_role(infra: Infrastructure, publishers: Publishers) -> Relay:
             every_records=settings.audit.checkpoint_every,
             every_seconds=settings.audit.checkpoint_seconds,
         )
+        witness = publish = None
         if infra.witnesses is not None:
-            checkpoints = record_then_witness(
-                checkpoints, WitnessCheckpoints(infra.checkpoints, infra.witnesses, events.store)
-            )
+            witness = WitnessCheckpoints(infra.checkpoints, infra.witnesses, events.store)
+        if settings.audit.events:
+            publish = PublishCheckpoints(infra.checkpoints, publishers.events, events.store)
+        if witness is not None or publish is not None:
+            checkpoints = record_then_witness(checkpoints, witness, publish)
     return build_relay(
         settings,
         events.store,

@@ -4,6 +4,7 @@ an exported bundle with the public key that `fetcher keys audit-public` prints."
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
         FETCHER_DATA_DIR=str(data),
         SERVER_ADDRESS=f"127.0.0.1:{port}",
         FETCHER_AUDIT_CHECKPOINT_SECONDS="1",
+        FETCHER_AUDIT_CHECKPOINT_EVENTS="true",
     )
     processes = Processes(
         env=env, logs=tmp_path_factory.mktemp("audit-logs"), api_url=f"http://127.0.0.1:{port}"
@@ -83,6 +85,17 @@ async def test_a_served_job_verifies_in_the_store_and_offline(
     witnessed = cli("audit", "verify", "--witness", "storage", env=key_env)
     assert witnessed.returncode == 0, witnessed.stdout + witnessed.stderr
     assert "witnesses: " in witnessed.stdout and "OK" in witnessed.stdout
+    # And published as CloudEvents (the embedded default's file beside events.jsonl).
+    published = data / "audit-checkpoints.jsonl"
+    while not published.exists() or len(published.read_text().splitlines()) < len(recorded):
+        assert time.monotonic() < deadline, audited.tail()
+        time.sleep(0.5)
+    events = [json.loads(line) for line in published.read_text().splitlines()]
+    assert [e["headers"]["ce-id"] for e in events][: len(recorded)] == [
+        f"fetcher.audit.checkpoint.{p}" for p in recorded
+    ]
+    assert {e["routingKey"] for e in events} == {"audit.checkpoint"}
+    assert [json.loads(e["body"])["position"] for e in events][: len(recorded)] == recorded
 
     public = cli("keys", "audit-public", "--raw", env=key_env).stdout.strip()
     bundle = tmp_path / "bundle.jsonl"

@@ -27,6 +27,7 @@ from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.errors import PortError, PublishFailed
 from application.ports.messaging import JobNotification, Settlement, WorkOrder
+from domain.audit_chain import Checkpoint
 from domain.tenant import SINGLE_TENANT
 from tests.integration.amqp_frames import (
     EVENT_TYPES,
@@ -597,3 +598,48 @@ async def test_cancelling_run_still_finishes_the_in_flight_handler(broker: Broke
 
     assert finished.is_set()
     assert await broker.depth(topology.work_queue) == 0
+
+
+async def test_an_audit_checkpoint_is_a_signed_cloudevent_on_the_events_exchange(
+    broker: Broker,
+) -> None:
+    topology = broker.topology()
+    await topology.apply(AMQP_URL)
+    bound = broker.name("checkpoints")
+    broker.queues.append(bound)
+    queue = await broker.channel.declare_queue(bound, auto_delete=True)
+    await queue.bind(topology.events_exchange, routing_key="audit.checkpoint")
+    signer = HmacTestSigner()
+    publisher = await AioPikaJobEventPublisher.connect(
+        AMQP_URL, topology.events_exchange, SOURCE, signer, lambda: NOW
+    )
+    checkpoint = Checkpoint(
+        position=42, count=42, root="ab" * 32, recorded_at="2026-12-05T10:00:00.5Z",
+        key_id="1.abc", heads={"0190f0f0-0000-7000-8000-00000000000a": (3, "cd" * 32)},
+        signature="c2lnbmF0dXJl",
+    )  # fmt: skip
+    try:
+        await publisher.publish_checkpoint(checkpoint)
+    finally:
+        await publisher.close()
+
+    message = await broker.get(bound)
+    assert message.routing_key == "audit.checkpoint"
+    assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+    body = json.loads(message.body)
+    assert body == {**checkpoint.to_json(with_heads=False)}
+    assert "0190f0f0" not in message.body.decode()  # the heads' job ids stay inside
+    headers = dict(message.headers)
+    assert headers["ce-id"] == bytearray(b"fetcher.audit.checkpoint.42")
+    assert headers["ce-type"] == bytearray(b"studio.lerian.audit.checkpoint")
+    assert headers["ce-subject"] == bytearray(b"42")
+    assert headers["ce-time"] == bytearray(b"2026-12-05T10:00:00.5Z")
+    assert "X-Tenant-ID" not in headers and "ce-tenantid" not in headers
+    signer.verify(
+        headers=headers,
+        exchange=topology.events_exchange,
+        routing_key="audit.checkpoint",
+        body=message.body,
+        now=NOW,
+        max_age=None,
+    )

@@ -93,3 +93,25 @@ def test_the_witnesses_name_a_rollback_and_a_rewrite() -> None:
     assert compare_witnesses(stored[:1], witnessed[:1]) == ([], [])
     same = dataclasses.replace(_checkpoint(3), heads=None, heads_sha256=_checkpoint(3).heads_sha256)
     assert compare_witnesses(stored[:1], [same]) == ([], [])
+
+
+async def test_checkpoints_are_published_once_each_and_a_refusal_retried() -> None:
+    from adapters.memory.messaging import RecordingJobEventPublisher
+    from application.audit.witness import PublishCheckpoints
+
+    checkpoints = InMemoryCheckpointStore()
+    for position in (3, 6):
+        await checkpoints.add(_checkpoint(position))
+    publisher = RecordingJobEventPublisher()
+    publish = PublishCheckpoints(checkpoints, publisher, EventsourcingJobEventStore.in_memory())
+
+    async def record() -> int:
+        return 0
+
+    audit = record_then_witness(record, None, publish)
+    publisher.fail_next(1)
+    await audit()  # refused: nothing recorded as published
+    assert publisher.checkpoints == []
+    await audit()
+    await audit()
+    assert [c.position for c in publisher.checkpoints] == [3, 6]
