@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -214,6 +215,74 @@ def read_bundle(lines: Iterable[str]) -> Bundle:
     return bundle
 
 
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    with path.open(encoding="utf-8") as file:
+        for number, text in enumerate(file, start=1):
+            if text.strip():
+                yield number, text
+
+
+Progress = Callable[[int, int], None]
+"""Told ``(records verified, position)`` every ``PROGRESS_EVERY`` records."""
+PROGRESS_EVERY = 50_000
+
+
+def verify_bundle_file(
+    path: Path, keys: CheckpointKeys, *, progress: Progress | None = None
+) -> VerifyReport:
+    """Verifies the bundle at ``path`` reading it twice side by side, its events on one pass
+    and its checkpoints (at its end) on another as the events reach them: memory stays flat
+    whatever the bundle's size."""
+    lines = _lines(path)
+    try:
+        first = json.loads(next(lines)[1])
+    except (StopIteration, ValueError):
+        raise BundleError("the bundle is empty or its first line is not JSON") from None
+    if not isinstance(first, dict) or first.get("format") != FORMAT:
+        raise BundleError(f"not an audit bundle ({FORMAT})")
+    anchor = None
+    for number, text in _lines(path):
+        if number > 1 and not text.startswith(_EVENT_PREFIX):
+            line = _other_line(number, text)
+            if line.get("kind") == "anchor":
+                anchor = Checkpoint.from_json(line)
+        if number > 2:
+            break
+
+    def checkpoints() -> Iterator[Checkpoint]:
+        for number, text in _lines(path):
+            if number > 1 and not text.startswith(_EVENT_PREFIX):
+                line = _other_line(number, text)
+                if line.get("kind") == "checkpoint":
+                    yield Checkpoint.from_json(line)
+
+    verifier = ChainVerifier(keys, checkpoints(), anchor=anchor)
+    fed = 0
+    for number, text in lines:
+        if text.startswith(_EVENT_PREFIX):
+            try:
+                record = _record(_decode_event(text))
+            except (ValueError, msgspec.ValidationError):
+                raise BundleError(f"line {number} of the bundle is not a valid entry") from None
+            verifier.feed(record)
+            fed += 1
+            if progress is not None and fed % PROGRESS_EVERY == 0:
+                progress(fed, record.position)
+    return verifier.finish()
+
+
+def _other_line(number: int, text: str) -> dict[str, Any]:
+    try:
+        line = json.loads(text)
+        if not isinstance(line, dict) or not isinstance(line.get("kind"), str):
+            raise ValueError("no kind")
+        if line["kind"] in ("checkpoint", "anchor"):
+            Checkpoint.from_json(line)
+        return line
+    except (ValueError, KeyError, TypeError):
+        raise BundleError(f"line {number} of the bundle is not a valid entry") from None
+
+
 class Extends:
     """Whether a newer log extends an older bundle: every record the old bundle holds is in the
     new log at the same position with the same job, version, topic and stored bytes, and every
@@ -341,6 +410,9 @@ def verify_bundle(
     return _finish(verifier.finish(), witness_breaks, inside, extends, held)
 
 
+CHECKPOINT_PAGE = 100
+
+
 async def verify_store(
     log: AuditLog,
     checkpoints: CheckpointStore,
@@ -348,15 +420,47 @@ async def verify_store(
     *,
     against: Bundle | None = None,
     witnessed: list[Checkpoint] | None = None,
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """Verifies the store; with ``against``, also that it extends that older bundle; with
-    ``witnessed``, against the checkpoints kept outside the database too."""
+    ``witnessed``, against the checkpoints kept outside the database too. Without either, the
+    checkpoints are read a page at a time as the records reach them (memory stays flat)."""
+    if against is None and witnessed is None:
+        return await _verify_store_streamed(log, checkpoints, keys, progress)
     kept = await all_checkpoints(checkpoints)
     witness_breaks, to_check = _witnessed(kept, witnessed)
     verifier = ChainVerifier(keys, to_check)
     extends = Extends(against) if against is not None else None
+    fed = 0
     async for record in records_between(log, 0, None):
         verifier.feed(record)
         if extends is not None:
             extends.feed(record)
+        fed += 1
+        if progress is not None and fed % PROGRESS_EVERY == 0:
+            progress(fed, record.position)
     return _finish(verifier.finish(), witness_breaks, witnessed, extends, kept)
+
+
+async def _verify_store_streamed(
+    log: AuditLog, checkpoints: CheckpointStore, keys: CheckpointKeys, progress: Progress | None
+) -> VerifyReport:
+    verifier = ChainVerifier(keys, [])
+    loaded, exhausted, fed = 0, False, 0
+    async for record in records_between(log, 0, None):
+        # The checkpoints up to (and one page past) this record, before it is fed.
+        while not exhausted and loaded < record.position:
+            page = await checkpoints.page(loaded, CHECKPOINT_PAGE)
+            verifier.add_checkpoints(page)
+            exhausted = len(page) < CHECKPOINT_PAGE
+            loaded = page[-1].position if page else loaded
+        verifier.feed(record)
+        fed += 1
+        if progress is not None and fed % PROGRESS_EVERY == 0:
+            progress(fed, record.position)
+    while not exhausted:
+        page = await checkpoints.page(loaded, CHECKPOINT_PAGE)
+        verifier.add_checkpoints(page)
+        exhausted = len(page) < CHECKPOINT_PAGE
+        loaded = page[-1].position if page else loaded
+    return verifier.finish()

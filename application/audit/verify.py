@@ -6,7 +6,8 @@ exported bundle) and names each break: which job, which version, what kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -135,9 +136,12 @@ class VerifyReport:
 class ChainVerifier:
     """Feed records in position order, then ``finish``.
 
-    ``checkpoints`` are the checkpoints to check against the records. With ``anchor`` (a
-    bundle's first checkpoint) the walk starts from its position, count and hash instead of
-    the start of the log, and a job first seen at a later version is taken as begun before.
+    ``checkpoints`` are the checkpoints to check against the records: a list (sorted here),
+    or an iterator in position order, read only as far as the records have come (so a large
+    log's checkpoints are never all in memory); ``add_checkpoints`` gives more later. With
+    ``anchor`` (a bundle's first checkpoint) the walk starts from its position, count and hash
+    instead of the start of the log, and a job first seen at a later version is taken as begun
+    before.
     """
 
     def __init__(
@@ -148,7 +152,13 @@ class ChainVerifier:
         anchor: Checkpoint | None = None,
     ) -> None:
         self._keys = keys
-        self._pending = sorted(checkpoints, key=lambda c: c.position, reverse=True)
+        self._pending: deque[Checkpoint] = deque()
+        self._source: Iterator[Checkpoint] = iter(())
+        if isinstance(checkpoints, Sequence):
+            self._pending.extend(sorted(checkpoints, key=lambda c: c.position))
+        else:
+            self._source = iter(checkpoints)
+        self._after = anchor.position if anchor is not None else -1
         self._report = VerifyReport()
         self._heads: dict[str, tuple[int, str]] = {}
         self._since: dict[tuple[str, int], int] = {}
@@ -160,7 +170,6 @@ class ChainVerifier:
         self._since_checkpoint = 0
         self._partial = anchor is not None and anchor.position > 0
         if anchor is not None:
-            self._pending = [c for c in self._pending if c.position > anchor.position]
             self._check_signature(anchor)
             self._report.checkpoints += 1
             self._root = bytes.fromhex(anchor.root)
@@ -176,9 +185,30 @@ class ChainVerifier:
         if len(self._report.breaks) < MAX_BREAKS:
             self._report.breaks.append(Break(kind, detail, **where))  # type: ignore[arg-type]
 
+    def add_checkpoints(self, checkpoints: Iterable[Checkpoint]) -> None:
+        """More checkpoints, in position order, after those given so far."""
+        self._pending.extend(checkpoints)
+
+    def _next_checkpoint(self, before: int | None) -> Checkpoint | None:
+        """The next checkpoint to check (at a position under ``before``; None: any), taken
+        off the queue; those at or before the anchor are passed over."""
+        while True:
+            if not self._pending:
+                found = next(self._source, None)
+                if found is None:
+                    return None
+                self._pending.append(found)
+            head = self._pending[0]
+            if head.position <= self._after:
+                self._pending.popleft()
+                continue
+            if before is not None and head.position >= before:
+                return None
+            return self._pending.popleft()
+
     def feed(self, record: Record) -> None:
-        while self._pending and self._pending[-1].position < record.position:
-            self._check(self._pending.pop())
+        while (due := self._next_checkpoint(record.position)) is not None:
+            self._check(due)
         if record.position <= self._last:
             self._break(
                 BreakKind.REORDERED,
@@ -370,8 +400,8 @@ class ChainVerifier:
         self._since.clear()
 
     def finish(self) -> VerifyReport:
-        while self._pending:
-            self._check(self._pending.pop())
+        while (due := self._next_checkpoint(None)) is not None:
+            self._check(due)
         self._report.uncovered = self._since_checkpoint
         if self._report.records and not self._report.checkpoints:
             self._break(BreakKind.UNSIGNED, "no checkpoint covers any of the records")

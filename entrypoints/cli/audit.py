@@ -35,6 +35,7 @@ from application.audit.bundle import (
     export_lines,
     read_bundle,
     verify_bundle,
+    verify_bundle_file,
     verify_store,
 )
 from application.audit.verify import VerifyReport
@@ -119,7 +120,24 @@ def _keys(public_keys: Sequence[str], ring: KeyRing | None) -> Ed25519Checkpoint
     return Ed25519CheckpointKeys([*pairs, *((fingerprint(p), p) for p in publics)])
 
 
-def _print_report(report: VerifyReport, as_json: bool) -> int:
+def _progress(args: argparse.Namespace) -> Callable[[int, int], None] | None:
+    """A running count on a terminal's stderr (none with ``--quiet`` or when not a
+    terminal)."""
+    if args.quiet or not sys.stderr.isatty():
+        return None
+
+    def show(records: int, position: int) -> None:
+        sys.stderr.write(f"\rverified {records:,} records (position {position:,})")
+        sys.stderr.flush()
+
+    return show
+
+
+def _print_report(report: VerifyReport, as_json: bool, quiet: bool = False) -> int:
+    if sys.stderr.isatty() and not quiet:
+        sys.stderr.write("\r\033[K")
+    if quiet:
+        return 0 if report.ok else 1
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -145,8 +163,16 @@ def _verify_bundle(
     if not args.public_key:
         raise AuditToolError("--bundle needs --public-key (fetcher keys audit-public)")
     keys = _keys(args.public_key, None)
+    if args.bundle != "-" and against is None and witnessed is None:
+        try:
+            report = verify_bundle_file(Path(args.bundle), keys, progress=_progress(args))
+        except OSError as e:
+            raise AuditToolError(f"cannot read {args.bundle}: {e.strerror or e}") from None
+        except BundleError as e:
+            raise AuditToolError(f"{args.bundle}: {e}") from None
+        return _print_report(report, args.json, args.quiet)
     report = verify_bundle(_read_bundle(args.bundle), keys, against=against, witnessed=witnessed)
-    return _print_report(report, args.json)
+    return _print_report(report, args.json, args.quiet)
 
 
 def _read_witnesses(source: str) -> list[Checkpoint]:
@@ -190,10 +216,15 @@ def _verify(args: argparse.Namespace) -> int:
     async def run() -> VerifyReport:
         async with _open_store(settings) as (store, checkpoints):
             return await verify_store(
-                store, checkpoints, keys, against=against, witnessed=witnessed
+                store,
+                checkpoints,
+                keys,
+                against=against,
+                witnessed=witnessed,
+                progress=_progress(args),
             )
 
-    return _print_report(asyncio.run(run()), args.json)
+    return _print_report(asyncio.run(run()), args.json, args.quiet)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -286,4 +317,9 @@ def add_audit_commands(subparsers: argparse._SubParsersAction) -> None:  # type:
         "configured object storage; a checkpoint witnessed but gone or changed is named",
     )
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print nothing, not even progress; the exit status tells (0 verified, 1 a break)",
+    )
     verify.set_defaults(func=_main(_verify))

@@ -381,3 +381,15 @@ async def test_records_rewritten_under_re_signed_checkpoints_break_the_witnesses
     assert result.returncode == 1, result.stdout + result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("FAIL"))
     assert "checkpoint 5 witnessed at" in line and "differs from the one stored there" in line
+
+
+async def test_quiet_verify_prints_nothing_and_says_it_by_its_exit_status(
+    backend: Backend,
+) -> None:
+    ids = await _history(backend)
+    clean = _verify(backend, "verify", "--quiet")
+    assert (clean.returncode, clean.stdout, clean.stderr) == (0, "", "")
+    topic, state = backend.row(ids[2], 2)
+    backend.write(ids[2], 2, topic, state.replace(b'"w1"', b'"w9"'))
+    broken = _verify(backend, "verify", "--quiet")
+    assert (broken.returncode, broken.stdout, broken.stderr) == (1, "", "")

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -309,3 +310,27 @@ async def test_after_the_last_checkpoint_a_first_event_linked_to_a_predecessor_i
     # its heads from the comparison by verifying against none of them past position 4.
     report = _verify(records, [c for c in trail.checkpoints if c.position < 5])
     assert (BreakKind.CHANGED, job, 1, 16) in _breaks(report)
+
+
+async def test_a_bundle_verified_from_its_file_as_it_streams_matches_the_whole_read(
+    trail: Trail, tmp_path
+) -> None:
+    from application.audit.bundle import event_line, read_bundle, verify_bundle, verify_bundle_file
+
+    def write(records: list[Record]) -> Path:
+        path = tmp_path / f"bundle-{len(list(tmp_path.iterdir()))}.jsonl"
+        lines = [json.dumps({"kind": "header", "format": "fetcher-audit-bundle-v1"})]
+        lines += [json.dumps(event_line(r), ensure_ascii=False) for r in records]
+        lines += [json.dumps({"kind": "checkpoint", **c.to_json()}) for c in trail.checkpoints]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    clean = write(trail.records)
+    streamed = verify_bundle_file(clean, KEYS.keys)
+    assert streamed.ok and streamed.checkpoints == 3 and streamed.records == 15
+    changed = list(trail.records)
+    changed[5] = dataclasses.replace(changed[5], state=changed[5].state.replace(b"w1", b"w9"))
+    tampered = write(changed)
+    whole = verify_bundle(read_bundle(tampered.read_text().splitlines()), KEYS.keys)
+    assert verify_bundle_file(tampered, KEYS.keys).to_json() == whole.to_json()
+    assert not whole.ok
