@@ -80,6 +80,12 @@ _ANNOTATION = (
     "changing its `|` changes nothing that runs"
 )
 _ENUM_IS = "`is` and `==` agree on enum members and on a sentinel object (equivalent)"
+_SLOTS = "`slots=True` only saves memory and forbids new attributes; no behaviour depends on it"
+_SMALL_INT = "`is not` and `!=` agree on small integers, which CPython caches (equivalent)"
+_BUFFER = (
+    "the spare room given to cryptography's update_into: GCM writes exactly the input's "
+    "length, so any size at least that gives the same bytes"
+)
 
 EXPLAINED: dict[tuple[str, int, str], str] = {
     # application/jobs/lease.py
@@ -87,14 +93,33 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ("application/jobs/lease.py", 47, "*"): _ANNOTATION,
     ("application/jobs/lease.py", 44, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("application/jobs/lease.py", 50, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
-    ("application/jobs/lease.py", 53, "core/ReplaceTrueWithFalse"): (
-        "`slots=True` only saves memory and forbids new attributes; no behaviour depends on it"
-    ),
+    ("application/jobs/lease.py", 53, "core/ReplaceTrueWithFalse"): _SLOTS,
     ("application/jobs/lease.py", 75, "core/ReplaceBinaryOperator_Div_FloorDiv"): (
         "`lease / 2` and `lease // 2` differ by under a microsecond (timedelta resolution)"
     ),
     # domain/tenant.py
     ("domain/tenant.py", 84, "*"): _ANNOTATION,
+    ("domain/tenant.py", 32, "core/ReplaceTrueWithFalse"): _SLOTS,
+    ("domain/tenant.py", 75, "core/ReplaceTrueWithFalse"): _SLOTS,
+    # adapters/crypto/sealing.py
+    ("adapters/crypto/sealing.py", 28, "core/NumberReplacer"): _BUFFER,
+    ("adapters/crypto/sealing.py", 74, "*"): _BUFFER,
+    ("adapters/crypto/sealing.py", 75, "*"): (
+        "when the reused buffer is grown: any condition that leaves it large enough gives the "
+        "same bytes (mutants that leave it too small fail update_into and are killed)"
+    ),
+    ("adapters/crypto/sealing.py", 55, "core/ReplaceComparisonOperator_NotEq_IsNot"): _SMALL_INT,
+    ("adapters/crypto/sealing.py", 112, "core/ReplaceBinaryOperator_Mul_Div"): (
+        "the `*` of the signature made `/`: every caller passes the keys positionally and "
+        "`nonce_source` by name, which both forms accept"
+    ),
+    ("adapters/crypto/sealing.py", 150, "core/ReplaceBinaryOperator_Add_BitOr"): (
+        "12 | 16 == 12 + 16 (equivalent)"
+    ),
+    ("adapters/crypto/sealing.py", 150, "core/ReplaceBinaryOperator_Add_BitXor"): (
+        "12 ^ 16 == 12 + 16 (equivalent)"
+    ),
+    ("adapters/crypto/sealing.py", 172, "*"): _ANNOTATION,
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("adapters/auth/plugin.py", 128, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,

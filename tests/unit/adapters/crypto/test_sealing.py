@@ -199,3 +199,43 @@ def test_the_tests_own_result_reader_opens_what_the_sealer_sealed_and_nothing_el
         open_sealed(blob, STORAGE_KEY, HMAC_KEY, "0" * 64)
     with pytest.raises(InvalidTag):
         open_sealed(blob, bytes(32), HMAC_KEY, stream.hmac_hex)
+
+
+@pytest.mark.parametrize(
+    ("raw_size", "reason"),
+    [(12 + 15, "too short to hold a nonce and a tag"), (12 + 16, "authentication failed")],
+)
+def test_a_blob_needs_a_nonce_and_a_whole_tag(raw_size, reason):
+    """A blob of exactly nonce + tag is an (empty) ciphertext to authenticate; one byte less
+    cannot be one."""
+    with pytest.raises(ResultDecryptionFailed, match=reason):
+        open_result(base64.b64encode(os.urandom(raw_size)), STORAGE_KEY, None, None)
+
+
+@pytest.mark.parametrize("size", [31, 33])
+def test_only_a_32_byte_storage_key_seals_or_opens(size):
+    blob, _ = sealed_blob(b"payload")
+    with pytest.raises(ValueError, match="32 bytes"):
+        AesGcmResultSealer(bytes(size), HMAC_KEY)
+    with pytest.raises(ValueError, match="32 bytes"):
+        open_result(blob, bytes(size), None, None)
+
+
+@pytest.mark.parametrize("size", [11, 13])
+def test_a_stream_needs_a_12_byte_nonce(size):
+    sealer = AesGcmResultSealer(STORAGE_KEY, HMAC_KEY, nonce_source=lambda _: bytes(size))
+    with pytest.raises(ValueError, match="12 bytes"):
+        sealer.start()
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_a_blob_wrapped_in_lines_opens(newline):
+    blob, digest = sealed_blob(b"y" * 300)
+    wrapped = newline.join(blob[i : i + 76] for i in range(0, len(blob), 76))
+    assert open_result(wrapped, STORAGE_KEY, HMAC_KEY, digest) == b"y" * 300
+
+
+def test_a_blob_with_a_character_outside_base64_is_not_base64():
+    blob, _ = sealed_blob(b"payload")
+    with pytest.raises(ResultDecryptionFailed, match="not valid base64"):
+        open_result(blob[:8] + b"!" + blob[8:], STORAGE_KEY, None, None)
