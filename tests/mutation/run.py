@@ -120,6 +120,16 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
         "12 ^ 16 == 12 + 16 (equivalent)"
     ),
     ("adapters/crypto/sealing.py", 172, "*"): _ANNOTATION,
+    # adapters/crypto/signing.py
+    ("adapters/crypto/signing.py", 78, "*"): _ANNOTATION,
+    ("adapters/crypto/signing.py", 89, "*"): _ANNOTATION,
+    ("adapters/crypto/signing.py", 151, "*"): _ANNOTATION,
+    ("adapters/crypto/signing.py", 117, "core/ReplaceComparisonOperator_Eq_Is"): (
+        "`is` and `==` agree on the interned literals 'internal' and 'external' (equivalent)"
+    ),
+    ("adapters/crypto/signing.py", 145, "core/ReplaceBinaryOperator_Mul_Div"): (
+        "the `*` of the signature made `/`: every argument is passed by name"
+    ),
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("adapters/auth/plugin.py", 128, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,

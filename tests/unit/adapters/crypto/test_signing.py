@@ -292,3 +292,30 @@ def test_signer_needs_full_length_keys_and_hides_them():
     with pytest.raises(ValueError):
         HmacMessageSigner([b"short"])
     assert KEY.hex() not in repr(HmacMessageSigner([KEY]))
+
+
+@pytest.mark.parametrize("timestamp", [2**63 - 1, -(2**63)])
+def test_a_timestamp_at_either_end_of_int64_verifies(timestamp):
+    signer = HmacMessageSigner([KEY])
+    verify(signer, signed_headers(signer, timestamp=timestamp), now=timestamp)
+
+
+@pytest.mark.parametrize("timestamp", [2**63, -(2**63) - 1])
+def test_a_timestamp_past_int64_is_invalid(timestamp):
+    """As Go parses it: a number that does not fit an int64 is no timestamp."""
+    signer = HmacMessageSigner([KEY])
+    with pytest.raises(InvalidSignature, match="invalid timestamp header"):
+        verify(signer, signed_headers(signer, timestamp=timestamp), now=timestamp)
+
+
+def test_a_key_longer_than_the_minimum_signs_and_verifies():
+    signer = HmacMessageSigner([bytes(range(64)), KEY])
+    verify(signer, signed_headers(signer))
+
+
+def test_only_the_two_purposes_choose_keys():
+    ring = KeyRing(base64.b64encode(bytes(range(32))).decode())
+    with pytest.raises(ValueError, match="unknown signing purpose"):
+        HmacMessageSigner.from_ring(ring, "other")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown signing purpose"):
+        HmacMessageSigner.from_ring(ring, "zzz")  # type: ignore[arg-type]
