@@ -34,7 +34,7 @@ ROLES = ("api", "worker", "relay")
 ITEMS = {
     "api": ("key", "database", "broker", "topology", "auth"),
     "worker": ("key", "database", "broker", "topology", "storage"),
-    "relay": ("key", "database", "broker", "topology"),
+    "relay": ("key", "database", "broker", "topology", "witness"),
 }
 OK, FAIL, SKIP = "ok", "FAIL", "skip"
 
@@ -200,6 +200,24 @@ async def check_storage(settings: Settings, roles: Collection[str]) -> Finding:
     return _ok("storage", f"{where} exists and takes a write")
 
 
+async def check_witness(settings: Settings, roles: Collection[str]) -> Finding:
+    """The relay keeps each audit checkpoint in the bucket (``FETCHER_AUDIT_WITNESS``): not
+    being able to is no reason not to start, so an unset bucket is a skip that says so."""
+    if not settings.audit.witness:
+        return Finding(SKIP, "witness", "FETCHER_AUDIT_WITNESS is off")
+    if not settings.storage.uses_s3:
+        return Finding(
+            SKIP,
+            "witness",
+            "OBJECT_STORAGE_BUCKET is not set for the relay: the audit checkpoints are kept "
+            "only in the database; set it (the results' bucket) or FETCHER_AUDIT_WITNESS=false",
+        )
+    if "worker" in roles:
+        return Finding(SKIP, "witness", "the results' bucket, checked as storage")
+    found = await check_storage(settings, roles)
+    return Finding(found.status, "witness", found.detail)
+
+
 def _storage_failure(bucket: str, where: str, error: StorageError) -> str:
     text = str(error)
     if "not found" in text:
@@ -241,6 +259,7 @@ CHECKS: dict[str, Check] = {
     "broker": check_broker,
     "topology": check_topology,
     "storage": check_storage,
+    "witness": check_witness,
     "auth": check_auth,
 }
 

@@ -95,6 +95,7 @@ async def test_a_right_deployment_is_ok_on_every_item(env: dict[str, str]) -> No
         ("broker", OK),
         ("topology", OK),
         ("storage", OK),
+        ("witness", SKIP),
         ("auth", OK),
     ], [f.line() for f in findings]
     found = _by_item(findings)
@@ -107,7 +108,7 @@ async def test_each_role_is_checked_for_what_it_needs(env: dict[str, str]) -> No
     relay = [f.item for f in await run_checks(env, ("relay",))]
     api = [f.item for f in await run_checks(env, ("api",))]
 
-    assert relay == ["settings", "key", "database", "broker", "topology"]
+    assert relay == ["settings", "key", "database", "broker", "topology", "witness"]
     assert api == ["settings", "key", "database", "broker", "topology", "auth"]
 
 
@@ -172,6 +173,20 @@ async def test_a_wrong_item_fails_with_what_to_do(
     text = "\n".join(f.line() for f in findings)
     for secret in (PG_PASSWORD, S3_SECRET_WRONG, env["OBJECT_STORAGE_SECRET_KEY"], MASTER_KEY):
         assert secret not in text
+
+
+async def test_a_relay_without_a_bucket_is_told_its_checkpoints_have_no_witness(
+    env: dict[str, str],
+) -> None:
+    without = {k: v for k, v in env.items() if not k.startswith("OBJECT_STORAGE_")}
+    witness = _by_item(await run_checks(without, ("relay",)))["witness"]
+    assert witness.status == SKIP and "FETCHER_AUDIT_WITNESS=false" in witness.detail
+    off = _by_item(await run_checks({**env, "FETCHER_AUDIT_WITNESS": "false"}, ("relay",)))
+    assert off["witness"].status == SKIP
+    alone = _by_item(await run_checks(env, ("relay",)))["witness"]
+    assert alone.status == OK and "takes a write" in alone.detail
+    broken = {**env, "OBJECT_STORAGE_BUCKET": "fetcher-check-no-such-bucket"}
+    assert _by_item(await run_checks(broken, ("relay",)))["witness"].status == FAIL
 
 
 async def test_a_topology_declared_at_start_is_not_a_failure(env: dict[str, str]) -> None:
