@@ -92,12 +92,14 @@ def prev_digest_of(body: bytes) -> str | None:
     return None
 
 
+_EVENT_HASH = hashlib.sha256(EVENT_DOMAIN)
+
+
 def content_digest(originator_id: str, version: int, topic: str, body: bytes) -> str:
     """SHA-256 over ``EVENT_DOMAIN``, the job id, version and topic, and the stored state
     without its ``digest`` key (``body``: timestamp, facts and ``prev_digest``)."""
-    h = hashlib.sha256(EVENT_DOMAIN)
-    h.update(f"{originator_id}\n{version}\n{topic}\n".encode())
-    h.update(body)
+    h = _EVENT_HASH.copy()
+    h.update(f"{originator_id}\n{version}\n{topic}\n".encode() + body)
     return h.hexdigest()
 
 
@@ -126,14 +128,12 @@ def link(
 
 def log_step(root: bytes, record: Record) -> bytes:
     """The running hash (raw bytes) after folding ``record`` into ``root``."""
+    state = record.state
     header = (
         f"{record.position}\x1f{record.originator_id}\x1f{record.version}\x1f"
-        f"{record.topic}\x1f{len(record.state)}\n"
+        f"{record.topic}\x1f{len(state)}\n"
     ).encode()
-    h = hashlib.sha256(root)
-    h.update(header)
-    h.update(record.state)
-    return h.digest()
+    return hashlib.sha256(root + header + state).digest()
 
 
 def heads_digest(heads: Mapping[str, tuple[int, str]]) -> str:

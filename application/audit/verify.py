@@ -6,6 +6,7 @@ exported bundle) and names each break: which job, which version, what kind.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -159,6 +160,8 @@ class ChainVerifier:
         else:
             self._source = iter(checkpoints)
         self._after = anchor.position if anchor is not None else -1
+        self._due: float = -1
+        """Records at positions up to this have no checkpoint due before them."""
         self._report = VerifyReport()
         self._heads: dict[str, tuple[int, str]] = {}
         self._since: dict[tuple[str, int], int] = {}
@@ -188,6 +191,20 @@ class ChainVerifier:
     def add_checkpoints(self, checkpoints: Iterable[Checkpoint]) -> None:
         """More checkpoints, in position order, after those given so far."""
         self._pending.extend(checkpoints)
+        self._due = -1
+
+    def _next_position(self) -> float:
+        """Where the next checkpoint to check is (infinity when there is none yet): records
+        up to there need no look at the checkpoints."""
+        while True:
+            if not self._pending:
+                found = next(self._source, None)
+                if found is None:
+                    return math.inf
+                self._pending.append(found)
+            if self._pending[0].position > self._after:
+                return self._pending[0].position
+            self._pending.popleft()
 
     def _next_checkpoint(self, before: int | None) -> Checkpoint | None:
         """The next checkpoint to check (at a position under ``before``; None: any), taken
@@ -207,8 +224,10 @@ class ChainVerifier:
             return self._pending.popleft()
 
     def feed(self, record: Record) -> None:
-        while (due := self._next_checkpoint(record.position)) is not None:
-            self._check(due)
+        if record.position > self._due:
+            while (due := self._next_checkpoint(record.position)) is not None:
+                self._check(due)
+            self._due = self._next_position()
         if record.position <= self._last:
             self._break(
                 BreakKind.REORDERED,
