@@ -256,9 +256,11 @@ async def test_an_answer_up_to_the_size_limit_is_read_and_a_longer_one_is_not(cl
         head = b'{"authorized": true, "pad": "'
         return head + b"x" * (size - len(head) - 2) + b'"}'
 
-    service.decide = lambda body, authorization: (200, answer(MAX_ANSWER_BYTES))
+    limit = 64 * 1024  # the documented limit, written out: not read from the code under test
+    assert limit == MAX_ANSWER_BYTES
+    service.decide = lambda body, authorization: (200, answer(limit))
     assert (await client.get(BASE, headers=bearer(idp.token()))).status_code == 200
-    service.decide = lambda body, authorization: (200, answer(MAX_ANSWER_BYTES + 1))
+    service.decide = lambda body, authorization: (200, answer(limit + 1))
     response = await client.get(BASE, headers=bearer(idp.token()))
     assert response.status_code == 503 and response.json()["code"] == "FET-0008"
 
@@ -306,15 +308,22 @@ async def test_an_error_answer_without_three_texts_is_relayed_generically(client
 
 @pytest.mark.parametrize(
     "permission_route",
-    [("delete", f"{BASE}/{uuid4()}"), ("get", BASE), ("get", "/v1/fetcher/" + str(uuid4()))],
-    ids=["connections-delete", "connections-get", "fetcher-get"],
+    [
+        ("delete", f"{BASE}/{uuid4()}"),
+        ("get", BASE),
+        ("get", "/v1/fetcher/" + str(uuid4())),
+        ("post", "/v1/fetcher"),
+    ],
+    ids=["connections-delete", "connections-get", "fetcher-get", "fetcher-post"],
 )
 async def test_a_denied_permission_other_than_the_history_is_asked_once(
     client, idp, service, permission_route
 ):
     method, path = permission_route
     service.decide = lambda body, authorization: (200, {"authorized": False})
-    response = await client.request(method.upper(), path, headers=bearer(idp.token()))
+    response = await client.request(
+        method.upper(), path, headers=bearer(idp.token()), json={} if method == "post" else None
+    )
     assert response.status_code == 403
     assert len(service.asked) == 1
 

@@ -94,6 +94,10 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ("application/jobs/lease.py", 44, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("application/jobs/lease.py", 50, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("application/jobs/lease.py", 53, "core/ReplaceTrueWithFalse"): _SLOTS,
+    ("application/jobs/lease.py", 72, "core/ReplaceFalseWithTrue"): (
+        "`init=False` made True: `_unreachable` becomes a constructor argument no caller "
+        "passes (its `default=False` made True is killed)"
+    ),
     ("application/jobs/lease.py", 75, "core/ReplaceBinaryOperator_Div_FloorDiv"): (
         "`lease / 2` and `lease // 2` differ by under a microsecond (timedelta resolution)"
     ),
@@ -132,6 +136,11 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ),
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
+    ("adapters/auth/plugin.py", 99, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
+    ("adapters/auth/plugin.py", 99, "core/NumberReplacer"): (
+        "`200 <=` made `199 <=`: no server answers a final status below 200 (1xx are "
+        "interim); 300 and 299 are tested"
+    ),
     ("adapters/auth/plugin.py", 128, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("adapters/auth/plugin.py", 54, "core/NumberReplacer"): (
         "the default timeout's exact value (5 s, documented); tests pass a short one so as not "
