@@ -97,9 +97,10 @@ async def _submit_all(mode: str, jobs: int, concurrency: int) -> tuple[float, fl
     from domain import dedup
     from domain.job import request_job
     from domain.request import ExtractionRequest
+    from domain.tenant import SINGLE_TENANT
 
     if mode == "plain":
-        chaining.Chainer.seal = lambda self, events, previous: (list(events), {})  # type: ignore[method-assign,assignment]
+        chaining.Chainer.link = lambda self, events, previous: (list(events), {})  # type: ignore[method-assign,assignment]
     name = _database("fetcher_bench_audit")
     store, checkpoints = _open(name)
     stop = asyncio.Event()
@@ -123,16 +124,16 @@ async def _submit_all(mode: str, jobs: int, concurrency: int) -> tuple[float, fl
                 request = ExtractionRequest.create(
                     {"pg": {"orders": ["id", "total"]}}, None, {"source": "bench", "n": str(i)}
                 )
-                slot_id = dedup.slot_id(request.request_hash)
+                slot_id = dedup.slot_id(request.request_hash, SINGLE_TENANT)
                 slot = dedup.fold_slot(slot_id, await store.slot_events(slot_id))
-                requested = request_job(uuid.uuid4(), request, clock.now())
+                requested = request_job(uuid.uuid4(), request, clock.now(), tenant=SINGLE_TENANT)
                 await store.append(
                     [requested, dedup.take(slot, requested.originator_id, clock.now())]
                 )
 
         # Warm-up: connections and code paths.
         warm = ExtractionRequest.create({"pg": {"w": ["id"]}}, None, {"source": "warm"})
-        await store.append([request_job(uuid.uuid4(), warm, clock.now())])
+        await store.append([request_job(uuid.uuid4(), warm, clock.now(), tenant=SINGLE_TENANT)])
         started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(submitter() for _ in range(concurrency)))
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -215,6 +216,7 @@ async def _verify(args: argparse.Namespace) -> None:
     from application.audit.checkpointer import RecordCheckpoints
     from domain import job as jobs
     from domain.request import ExtractionRequest
+    from domain.tenant import SINGLE_TENANT
 
     name = _database("fetcher_bench_verify")
     store, checkpoints = _open(name)
@@ -230,7 +232,7 @@ async def _verify(args: argparse.Namespace) -> None:
         while written < args.events:
             batch = []
             for _ in range(per_batch):
-                requested = jobs.request_job(uuid.uuid4(), request, now)
+                requested = jobs.request_job(uuid.uuid4(), request, now, tenant=SINGLE_TENANT)
                 job = jobs.apply(requested, None)
                 claimed = jobs.claim(job, "w1", now, timedelta(minutes=1))
                 job = jobs.apply(claimed, job)

@@ -355,3 +355,12 @@ async def test_the_authorizer_asks_its_address_and_closes_safely(service):
     await authorizer.open()
     await authorizer.close()
     await authorizer.close()
+
+
+@pytest.mark.parametrize("status", [300, 301])
+async def test_a_3xx_answer_with_a_decision_in_it_is_still_no_decision(
+    client, idp, service, status
+):
+    service.decide = lambda body, authorization: (status, {"authorized": True})
+    response = await client.get(BASE, headers=bearer(idp.token()))
+    assert response.status_code == 503 and response.json()["code"] == "FET-0008"

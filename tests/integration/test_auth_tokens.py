@@ -4,6 +4,7 @@ rotation, rate limit, and every way a token can fail."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -12,10 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 import jwt
 import pytest
 
-from adapters.auth.claims import ClaimNames
+from adapters.auth.claims import ClaimNames, ClaimPermissions
 from adapters.auth.jwt_verifier import PyJwtTokenVerifier, UnverifiedClaimsReader
 from adapters.auth.keys import ASYMMETRIC_ALGORITHMS, JwksKeySource, StaticKey
-from application.errors import AuthServiceUnavailable, Unauthenticated
+from application.errors import AuthServiceUnavailable, PermissionDenied, Unauthenticated
+from domain.identity import Permission
 from tests.integration.auth_servers import (
     LocalIdentityProvider,
     SigningKey,
@@ -266,3 +268,24 @@ async def test_the_plugin_mode_without_keys_reads_claims_unverified(idp):
     assert (await reader.verify(forged)).subject == "user-1"
     assert (await reader.verify(unsigned_token({"sub": "x"}))).subject == "x"
     assert await refused(reader, "garbage")
+
+
+@pytest.mark.parametrize("claim", [5, "", ["tenant-a"], True])
+async def test_only_a_non_empty_text_tenant_claim_names_a_tenant(idp, keys, claim):
+    identity = await verifier_for(idp, keys).verify(idp.token(tenantId=claim))
+    assert identity.tenant is None
+
+
+async def test_claims_grant_exactly_their_permissions(idp, keys):
+    identity = await verifier_for(idp, keys).verify(idp.token(["connections:get"]))
+    authorizer = ClaimPermissions()
+    await authorizer.authorize(identity, Permission.CONNECTIONS_GET, "t")
+    with pytest.raises(PermissionDenied):
+        await authorizer.authorize(identity, Permission.CONNECTIONS_POST, "t")
+
+
+def test_claim_names_are_fixed_once_built():
+    names = ClaimNames()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        names.tenant = "other"  # type: ignore[misc]
+    assert {names: 1}[ClaimNames()] == 1

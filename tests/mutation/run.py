@@ -81,6 +81,10 @@ _ANNOTATION = (
 )
 _ENUM_IS = "`is` and `==` agree on enum members and on a sentinel object (equivalent)"
 _SLOTS = "`slots=True` only saves memory and forbids new attributes; no behaviour depends on it"
+_STAR = (
+    "the keyword-only `*` of a signature made `/` (positional-only before it): every caller "
+    "passes the arguments after it by name and those before it by position (equivalent)"
+)
 _SMALL_INT = "`is not` and `!=` agree on small integers, which CPython caches (equivalent)"
 _BUFFER = (
     "the spare room given to cryptography's update_into: GCM writes exactly the input's "
@@ -113,10 +117,7 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
         "same bytes (mutants that leave it too small fail update_into and are killed)"
     ),
     ("adapters/crypto/sealing.py", 55, "core/ReplaceComparisonOperator_NotEq_IsNot"): _SMALL_INT,
-    ("adapters/crypto/sealing.py", 112, "core/ReplaceBinaryOperator_Mul_Div"): (
-        "the `*` of the signature made `/`: every caller passes the keys positionally and "
-        "`nonce_source` by name, which both forms accept"
-    ),
+    ("adapters/crypto/sealing.py", 112, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
     ("adapters/crypto/sealing.py", 150, "core/ReplaceBinaryOperator_Add_BitOr"): (
         "12 | 16 == 12 + 16 (equivalent)"
     ),
@@ -131,11 +132,12 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ("adapters/crypto/signing.py", 117, "core/ReplaceComparisonOperator_Eq_Is"): (
         "`is` and `==` agree on the interned literals 'internal' and 'external' (equivalent)"
     ),
-    ("adapters/crypto/signing.py", 145, "core/ReplaceBinaryOperator_Mul_Div"): (
-        "the `*` of the signature made `/`: every argument is passed by name"
-    ),
+    ("adapters/crypto/signing.py", 145, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
+    ("adapters/auth/plugin.py", 54, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
+    # adapters/auth/claims.py
+    ("adapters/auth/claims.py", 14, "core/ReplaceTrueWithFalse"): _SLOTS,
     ("adapters/auth/plugin.py", 99, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("adapters/auth/plugin.py", 99, "core/NumberReplacer"): (
         "`200 <=` made `199 <=`: no server answers a final status below 200 (1xx are "
