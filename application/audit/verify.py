@@ -25,6 +25,7 @@ from domain.audit_chain import (
 )
 
 MAX_BREAKS = 1000
+_TERMINAL = (":JobCompleted", ":JobFailed")
 
 
 class BreakKind(StrEnum):
@@ -164,6 +165,8 @@ class ChainVerifier:
         """Records at positions up to this have no checkpoint due before them."""
         self._report = VerifyReport()
         self._heads: dict[str, tuple[int, str]] = {}
+        self._ended: list[str] = []
+        """Jobs whose last event (completed or failed) came since the last checkpoint."""
         self._since: dict[tuple[str, int], int] = {}
         """The position of each (job, version) fed since the last checkpoint, to name a record
         inserted before the next one."""
@@ -326,6 +329,8 @@ class ChainVerifier:
         # A changed record keeps the digest it carries as the job's head: the next event
         # links to that, so one change is named once, at the record changed.
         self._heads[job] = (version, carried if carried is not None else computed)
+        if record.topic.endswith(_TERMINAL):
+            self._ended.append(job)
         self._since[(job, version)] = position
 
     def _check_signature(self, checkpoint: Checkpoint) -> bool:
@@ -417,6 +422,12 @@ class ChainVerifier:
             self._report.covered_to = checkpoint.position
         self._since_checkpoint = 0
         self._since.clear()
+        # A job that ended before this checkpoint, and is in its heads, needs its head no
+        # more: memory follows the jobs still running, not every job ever seen. (A version
+        # forged after its end then reads as a new job that begins past version 1: missing.)
+        for job in self._ended:
+            self._heads.pop(job, None)
+        self._ended.clear()
 
     def finish(self) -> VerifyReport:
         while (due := self._next_checkpoint(None)) is not None:
