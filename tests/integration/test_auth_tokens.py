@@ -289,3 +289,55 @@ def test_claim_names_are_fixed_once_built():
     with pytest.raises(dataclasses.FrozenInstanceError):
         names.tenant = "other"  # type: ignore[misc]
     assert {names: 1}[ClaimNames()] == 1
+
+
+def _token_of_length(idp: LocalIdentityProvider, length: int) -> str:
+    """A valid token of exactly ``length`` characters: a padding claim sized to fit, and a
+    padding header field to reach the lengths base64 steps over."""
+    for extra in range(4):
+        headers = {"x": "h" * extra}
+        low, high = 0, length
+        while low <= high:  # the token only grows with the claim's size
+            middle = (low + high) // 2
+            token = idp.token(pad="x" * middle, headers=headers)
+            if len(token) == length:
+                return token
+            if len(token) < length:
+                low = middle + 1
+            else:
+                high = middle - 1
+    raise AssertionError(f"no token of {length} characters")
+
+
+async def test_a_token_up_to_16_kib_is_read_and_a_longer_one_is_not(idp, keys):
+    limit = 16 * 1024  # the documented limit, written out
+    verifier = verifier_for(idp, keys)
+    reader = UnverifiedClaimsReader()
+    longest, too_long = _token_of_length(idp, limit), _token_of_length(idp, limit + 1)
+    assert (await verifier.verify(longest)).subject == "user-1"
+    assert (await reader.verify(longest)).subject == "user-1"
+    assert (
+        await refused(verifier, too_long)
+        == "The bearer token is not valid: the token is malformed."
+    )
+    with pytest.raises(Unauthenticated):
+        await reader.verify(too_long)
+
+
+@pytest.mark.parametrize("algorithms", [[], ["none"], ["NONE"], ["RS256", "None"]])
+def test_the_algorithm_list_is_never_empty_nor_none(idp, algorithms):
+    with pytest.raises(ValueError, match="without 'none'"):
+        PyJwtTokenVerifier(
+            StaticKey(b"k" * 32), issuer=idp.issuer, audience=[idp.audience],
+            algorithms=algorithms,
+        )  # fmt: skip
+
+
+async def test_a_shared_secret_shorter_than_the_hash_is_refused(idp):
+    secret = "short-secret"
+    shared = PyJwtTokenVerifier(
+        StaticKey.from_secret(secret), issuer=idp.issuer, audience=[idp.audience],
+        algorithms=["HS256"],
+    )  # fmt: skip
+    token = jwt.encode(idp.claims(), secret, algorithm="HS256")
+    assert "not allowed for its key" in await refused(shared, token)

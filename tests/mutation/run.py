@@ -136,6 +136,14 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("adapters/auth/plugin.py", 54, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
+    # adapters/auth/jwt_verifier.py
+    ("adapters/auth/jwt_verifier.py", 45, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
+    ("adapters/auth/jwt_verifier.py", 50, "*"): _ANNOTATION,
+    ("adapters/auth/jwt_verifier.py", 96, "*"): _ANNOTATION,
+    ("adapters/auth/jwt_verifier.py", 49, "core/NumberReplacer"): (
+        "the default leeway's exact value (30 s, documented); a test at 29 and 31 seconds "
+        "would hang on the wall clock, and the leeway's use is tested with the clock far off"
+    ),
     # adapters/auth/claims.py
     ("adapters/auth/claims.py", 14, "core/ReplaceTrueWithFalse"): _SLOTS,
     ("adapters/auth/plugin.py", 99, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
