@@ -141,8 +141,8 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ("adapters/auth/jwt_verifier.py", 50, "*"): _ANNOTATION,
     ("adapters/auth/jwt_verifier.py", 96, "*"): _ANNOTATION,
     ("adapters/auth/jwt_verifier.py", 49, "core/NumberReplacer"): (
-        "the default leeway's exact value (30 s, documented); a test at 29 and 31 seconds "
-        "would hang on the wall clock, and the leeway's use is tested with the clock far off"
+        "the default leeway's exact value (30 s, documented): only a test timed to the wall "
+        "clock's second could tell 29 or 31 from 30"
     ),
     # adapters/auth/claims.py
     ("adapters/auth/claims.py", 14, "core/ReplaceTrueWithFalse"): _SLOTS,
