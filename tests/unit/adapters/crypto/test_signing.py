@@ -319,3 +319,29 @@ def test_only_the_two_purposes_choose_keys():
         HmacMessageSigner.from_ring(ring, "other")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown signing purpose"):
         HmacMessageSigner.from_ring(ring, "zzz")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("age", [0, -10, 299])
+def test_a_signature_younger_than_max_age_verifies(age):
+    signer = HmacMessageSigner([KEY])
+    verify(signer, signed_headers(signer, timestamp=NOW - age), max_age=300)
+
+
+def test_a_key_one_byte_short_of_32_is_refused():
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        HmacMessageSigner([bytes(31)])
+    HmacMessageSigner([bytes(32)])
+
+
+def test_text_that_is_no_unicode_is_signed_with_replacement_characters():
+    """A lone surrogate (a header Go would have decoded as U+FFFD) is signed as U+FFFD."""
+    payload = signature_payload(
+        timestamp=NOW, tenant="t\ud800", job_id="", exchange="x", routing_key="k", body=b"{}"
+    )
+    assert payload == f"{NOW}\nv1\nt\ufffd\n\nx\nk\n{{}}".encode()
+
+
+def test_a_purpose_sorting_before_external_is_no_purpose():
+    ring = KeyRing(base64.b64encode(bytes(range(32))).decode())
+    with pytest.raises(ValueError, match="unknown signing purpose"):
+        HmacMessageSigner.from_ring(ring, "abc")  # type: ignore[arg-type]
