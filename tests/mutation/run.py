@@ -63,7 +63,10 @@ TARGETS = (
     Target(
         "audit-signing",
         "adapters/crypto/audit_signing.py",
-        ("tests/unit/application/audit/test_verify.py",),
+        (
+            "tests/unit/adapters/crypto/test_audit_signing.py",
+            "tests/unit/application/audit/test_verify.py",
+        ),
     ),
     Target(
         "audit-chain",
