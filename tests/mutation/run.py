@@ -90,6 +90,7 @@ _STAR = (
     "the keyword-only `*` of a signature made `/` (positional-only before it): every caller "
     "passes the arguments after it by name and those before it by position (equivalent)"
 )
+_INTERNED = "`is` and `==` agree on the interned literals 'internal' and 'external' (equivalent)"
 _SMALL_INT = "`is not` and `!=` agree on small integers, which CPython caches (equivalent)"
 _BUFFER = (
     "the spare room given to cryptography's update_into: GCM writes exactly the input's "
@@ -134,9 +135,8 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ("adapters/crypto/signing.py", 78, "*"): _ANNOTATION,
     ("adapters/crypto/signing.py", 89, "*"): _ANNOTATION,
     ("adapters/crypto/signing.py", 151, "*"): _ANNOTATION,
-    ("adapters/crypto/signing.py", 117, "core/ReplaceComparisonOperator_Eq_Is"): (
-        "`is` and `==` agree on the interned literals 'internal' and 'external' (equivalent)"
-    ),
+    ("adapters/crypto/signing.py", 117, "core/ReplaceComparisonOperator_Eq_Is"): _INTERNED,
+    ("adapters/crypto/signing.py", 119, "core/ReplaceComparisonOperator_Eq_Is"): _INTERNED,
     ("adapters/crypto/signing.py", 145, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,

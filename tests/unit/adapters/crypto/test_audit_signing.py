@@ -89,3 +89,12 @@ def test_a_configured_key_signs_and_every_ring_version_still_verifies():
     assert derived.signer.key_id.startswith(f"{ring.current.version}.")
     old = derived.signer.sign(b"m")
     assert configured.keys.check(derived.signer.key_id, b"m", old) is SignatureCheck.VALID
+
+
+def test_a_key_with_a_character_outside_base64_is_refused_not_skipped():
+    """Lenient base64 would drop the stray character and decode a key anyway."""
+    public, private = encode_public(PUBLIC), base64.b64encode(SEED).decode()
+    with pytest.raises(InvalidAuditKey, match="not base64"):
+        decode_public(public[:10] + "!" + public[10:])
+    with pytest.raises(InvalidAuditKey, match="not base64"):
+        decode_private(private[:10] + "!" + private[10:])
