@@ -141,6 +141,8 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,
     ("adapters/auth/plugin.py", 54, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
+    # adapters/crypto/audit_signing.py
+    ("adapters/crypto/audit_signing.py", 130, "*"): _ANNOTATION,
     # domain/audit_chain.py
     ("domain/audit_chain.py", 74, "*"): _ANNOTATION,
     ("domain/audit_chain.py", 86, "*"): _ANNOTATION,

@@ -98,3 +98,11 @@ def test_a_key_with_a_character_outside_base64_is_refused_not_skipped():
         decode_public(public[:10] + "!" + public[10:])
     with pytest.raises(InvalidAuditKey, match="not base64"):
         decode_private(private[:10] + "!" + private[10:])
+
+
+def test_a_signature_with_a_stray_character_is_invalid():
+    signer = Ed25519CheckpointSigner(PRIVATE, "1")
+    keys = Ed25519CheckpointKeys([(signer.key_id, PUBLIC)])
+    signature = signer.sign(b"m")
+    stray = signature[:10] + "!" + signature[10:]
+    assert keys.check(signer.key_id, b"m", stray) is SignatureCheck.INVALID
