@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from adapters.audit.bundle_lines import decode_event_line
 from adapters.audit.checkpoints import SqlCheckpointStore
 from adapters.crypto.audit_signing import (
     AuditKeys,
@@ -148,9 +149,9 @@ def _print_report(report: VerifyReport, as_json: bool, quiet: bool = False) -> i
 def _read_bundle(path: str) -> Bundle:
     try:
         if path == "-":
-            return read_bundle(sys.stdin)
+            return read_bundle(sys.stdin, decode_event=decode_event_line)
         with open(path, encoding="utf-8") as f:
-            return read_bundle(f)
+            return read_bundle(f, decode_event=decode_event_line)
     except OSError as e:
         raise AuditToolError(f"cannot read {path}: {e.strerror or e}") from None
     except BundleError as e:
@@ -165,7 +166,9 @@ def _verify_bundle(
     keys = _keys(args.public_key, None)
     if args.bundle != "-" and against is None and witnessed is None:
         try:
-            report = verify_bundle_file(Path(args.bundle), keys, progress=_progress(args))
+            report = verify_bundle_file(
+                Path(args.bundle), keys, progress=_progress(args), decode_event=decode_event_line
+            )
         except OSError as e:
             raise AuditToolError(f"cannot read {args.bundle}: {e.strerror or e}") from None
         except BundleError as e:
