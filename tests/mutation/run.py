@@ -150,6 +150,10 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ("domain/audit_chain.py", 190, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
     ("domain/audit_chain.py", 40, "core/ReplaceTrueWithFalse"): _SLOTS,
     ("domain/audit_chain.py", 144, "core/ReplaceTrueWithFalse"): _SLOTS,
+    ("domain/audit_chain.py", 123, "core/NumberReplacer"): (
+        "the bounds of the slice that tells an empty object: for a JSON object, `[1:-1]`, "
+        "`[2:-1]` and `[1:-2]` are blank exactly when the object is empty"
+    ),
     ("domain/audit_chain.py", 58, "core/ReplaceFalseWithTrue"): (
         "`ensure_ascii` and `allow_nan` made True: what is encoded (ids, hex digests, integers, "
         "RFC 3339 times, key ids) is ASCII and has no NaN, so the bytes are the same"

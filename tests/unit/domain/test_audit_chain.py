@@ -85,3 +85,10 @@ def test_a_checkpoint_read_back_is_the_one_written():
     bare = Checkpoint.from_json({**written.to_json(with_heads=False), "heads": None})
     assert bare.heads is None and bare.signature == "c2ln"
     assert Checkpoint.from_json({**written.to_json(), "signature": None}).signature == ""
+
+
+def test_a_state_is_linked_only_when_it_ends_right_after_its_digest():
+    tail = b',"digest":"' + b"a" * 64
+    for ending in (b'"!', b'"~'):  # sorting before and after the closing quote and brace
+        state = b'{"note":1' + tail + ending
+        assert split_linked(state) == (state, None)
