@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from jwt import PyJWK, PyJWTError
 
+from adapters.auth.bounded import read_at_most
 from application.errors import AuthServiceUnavailable, Unauthenticated
 from domain import error_catalogue as catalogue
 
@@ -251,8 +252,8 @@ class JwksKeySource(SigningKeys):
         ) as response:
             if response.status != 200:
                 raise ValueError(f"{url} answered HTTP {response.status}")
-            raw = await response.content.read(MAX_DOCUMENT_BYTES + 1)
-        if len(raw) > MAX_DOCUMENT_BYTES:
+            raw = await read_at_most(response.content, MAX_DOCUMENT_BYTES)
+        if raw is None:
             raise ValueError(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
         return json.loads(raw)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 
+from adapters.auth.bounded import read_at_most
 from application.errors import (
     AuthServiceRefused,
     AuthServiceUnavailable,
@@ -89,13 +90,13 @@ class PluginAuthorizer(AccessAuthorizer):
                 allow_redirects=False,
             ) as response:
                 status = response.status
-                raw = await response.content.read(MAX_ANSWER_BYTES)
+                raw = await read_at_most(response.content, MAX_ANSWER_BYTES)
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             log.warning("authorization service unreachable: %s", type(error).__name__)
             raise AuthServiceUnavailable() from None
         if status >= 400:
-            raise _refusal(status, raw, token)
-        answer = _json(raw, _UNREADABLE)
+            raise _refusal(status, raw or b"", token)
+        answer = _UNREADABLE if raw is None else _json(raw, _UNREADABLE)
         if not 200 <= status < 300 or answer is _UNREADABLE:
             log.warning("authorization service answered HTTP %d without a decision", status)
             raise AuthServiceUnavailable()

@@ -43,6 +43,16 @@ class Redirect:
     location: str
 
 
+@dataclass(frozen=True)
+class InPieces:
+    """An answer whose body is sent in ``pieces`` writes with a pause between them, the way a
+    slow network delivers it."""
+
+    body: bytes
+    pieces: int = 2
+    pause: float = 0.05
+
+
 class _Server:
     """A threaded HTTP server answering with ``route(method+path, headers, body)``."""
 
@@ -61,6 +71,9 @@ class _Server:
                 location = payload.location if isinstance(payload, Redirect) else None
                 if isinstance(payload, Redirect):
                     payload = b""
+                pieces = payload if isinstance(payload, InPieces) else None
+                if pieces is not None:
+                    payload = pieces.body
                 raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -69,7 +82,14 @@ class _Server:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(raw)))
                     self.end_headers()
-                    self.wfile.write(raw)
+                    if pieces is None:
+                        self.wfile.write(raw)
+                    else:
+                        step = -(-len(raw) // pieces.pieces)
+                        for start in range(0, len(raw), step):
+                            self.wfile.write(raw[start : start + step])
+                            self.wfile.flush()
+                            time.sleep(pieces.pause)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up waiting
 
@@ -137,6 +157,8 @@ class LocalIdentityProvider:
     keys: list[SigningKey] = field(default_factory=lambda: [new_key(kid="first")])
     advertised_issuer: str | None = None
     """The ``issuer`` its discovery document names, when not its own."""
+    key_set_in_pieces: bool = False
+    """Send the key set in several writes with pauses, as a slow network delivers it."""
     server: _Server = field(init=False)
 
     def __post_init__(self) -> None:
@@ -163,7 +185,10 @@ class LocalIdentityProvider:
             issuer = self.advertised_issuer or self.issuer
             return 200, {"issuer": issuer, "jwks_uri": self.jwks_url}
         if key == f"GET {self.jwks_path}":
-            return 200, {"keys": [k.jwk() for k in self.keys]}
+            key_set = {"keys": [k.jwk() for k in self.keys]}
+            if self.key_set_in_pieces:
+                return 200, InPieces(json.dumps(key_set).encode(), pieces=4)
+            return 200, key_set
         return 404, {"error": "not found"}
 
     @property

@@ -20,6 +20,7 @@ from adapters.auth.plugin import EDITOR_SUBJECT, MAX_ANSWER_BYTES, PluginAuthori
 from entrypoints.http.auth import HttpSecurity
 from tests.integration.auth_servers import (
     AuthorizeServer,
+    InPieces,
     LocalIdentityProvider,
     Redirect,
     new_key,
@@ -261,6 +262,17 @@ async def test_an_answer_up_to_the_size_limit_is_read_and_a_longer_one_is_not(cl
     service.decide = lambda body, authorization: (200, answer(limit))
     assert (await client.get(BASE, headers=bearer(idp.token()))).status_code == 200
     service.decide = lambda body, authorization: (200, answer(limit + 1))
+    response = await client.get(BASE, headers=bearer(idp.token()))
+    assert response.status_code == 503 and response.json()["code"] == "FET-0008"
+
+
+async def test_an_answer_that_arrives_in_pieces_is_read_whole(client, idp, service):
+    """One read of the socket is not the whole answer: the decision at its end still counts."""
+    answer = b'{"pad": "' + b"x" * 40_000 + b'", "authorized": true}'
+    service.decide = lambda body, authorization: (200, InPieces(answer, pieces=4))
+    assert (await client.get(BASE, headers=bearer(idp.token()))).status_code == 200
+    too_long = b'{"pad": "' + b"x" * MAX_ANSWER_BYTES + b'", "authorized": true}'
+    service.decide = lambda body, authorization: (200, InPieces(too_long, pieces=4))
     response = await client.get(BASE, headers=bearer(idp.token()))
     assert response.status_code == 503 and response.json()["code"] == "FET-0008"
 

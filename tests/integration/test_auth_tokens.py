@@ -79,6 +79,19 @@ async def test_keys_are_discovered_from_the_issuer_once(idp, keys):
     assert idp.server.count(f"GET {idp.jwks_path}") == 1
 
 
+async def test_a_key_set_that_arrives_in_pieces_is_read_whole(idp, ticks):
+    idp.key_set_in_pieces = True
+    for _ in range(6):
+        idp.rotate()
+    source = JwksKeySource(issuer=idp.issuer, min_interval=30, max_age=600, clock=ticks)
+    await source.open()
+    try:
+        identity = await verifier_for(idp, source).verify(idp.token(["connections:get"]))
+    finally:
+        await source.close()
+    assert identity.permissions == {"connections:get"}
+
+
 async def test_a_rotated_key_is_picked_up_without_restart(idp, keys, ticks):
     verifier = verifier_for(idp, keys)
     old = idp.current
