@@ -8,7 +8,7 @@ from uuid import UUID
 
 from application.jobs.summaries import summarise
 from application.ports.job_event_store import LoggedEvent
-from application.ports.job_index import JobIndex, JobSummary
+from application.ports.job_index import JobIndex, JobSearch, JobSummary
 from application.ports.job_leases import JobLeases, LeaseHold
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
@@ -67,6 +67,12 @@ class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
         ]
         return found[:limit]
 
+    async def search(self, search: JobSearch) -> list[JobSummary]:
+        self._check()
+        found = [s for s in self.jobs.values() if _matches(s, search)]
+        found.sort(key=lambda s: (s.created_at, s.job_id), reverse=True)
+        return found[: search.limit]
+
     async def check(self) -> None:
         self._check()
 
@@ -107,3 +113,15 @@ class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
     async def hold(self, job_id: UUID) -> LeaseHold | None:
         self._check()
         return self.leases.get(job_id)
+
+
+def _matches(summary: JobSummary, search: JobSearch) -> bool:
+    return (
+        summary.tenant == search.tenant
+        and search.status in (None, summary.status)
+        and search.source in (None, summary.source)
+        and (search.config_name is None or search.config_name in summary.datasources)
+        and (search.created_from is None or summary.created_at >= search.created_from)
+        and (search.created_until is None or summary.created_at < search.created_until)
+        and (search.older_than is None or (summary.created_at, summary.job_id) < search.older_than)
+    )

@@ -35,7 +35,7 @@ from adapters.sql.job_leases import SqlaJobLeases, job_leases, lease_metadata
 from adapters.sql.tables import UtcDateTime, create_tables, upgrade_table
 from application.jobs.summaries import summarise
 from application.ports.job_event_store import LoggedEvent
-from application.ports.job_index import JobIndex, JobSummary
+from application.ports.job_index import JobIndex, JobSearch, JobSummary
 from application.ports.job_progress import JobProgress, JobProgressStore
 from domain.errors import Unavailable
 from domain.tenant import Tenant
@@ -53,7 +53,9 @@ jobs = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("lease_until", UtcDateTime, nullable=True),
     Column("attempts", Integer, nullable=False),
+    Column("source", String(200), nullable=False, server_default=""),
     Index("ix_fetcher_job_index_status", "status", "created_at"),
+    Index("ix_fetcher_job_index_tenant_created", "tenant", "created_at"),
 )
 
 job_datasources = Table(
@@ -257,6 +259,43 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
         except sa_exc.DBAPIError as error:
             raise Unavailable() from error
 
+    async def search(self, search: JobSearch) -> list[JobSummary]:
+        conditions = [jobs.c.tenant == search.tenant.id]
+        if search.status is not None:
+            conditions.append(jobs.c.status == search.status)
+        if search.source is not None:
+            conditions.append(jobs.c.source == search.source)
+        if search.config_name is not None:
+            reads = select(job_datasources.c.job_id).where(
+                job_datasources.c.job_id == jobs.c.job_id,
+                job_datasources.c.config_name == search.config_name,
+            )
+            conditions.append(reads.exists())
+        if search.created_from is not None:
+            conditions.append(jobs.c.created_at >= search.created_from)
+        if search.created_until is not None:
+            conditions.append(jobs.c.created_at < search.created_until)
+        if search.older_than is not None:
+            created, job_id = search.older_than
+            conditions.append(
+                or_(
+                    jobs.c.created_at < created,
+                    and_(jobs.c.created_at == created, jobs.c.job_id < job_id),
+                )
+            )
+        query = (
+            select(jobs)
+            .where(*conditions)
+            .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())
+            .limit(search.limit)
+        )
+        try:
+            async with self._engine.connect() as conn:
+                rows = (await conn.execute(query)).all()
+                return await _summaries(conn, rows)
+        except sa_exc.DBAPIError as error:
+            raise Unavailable() from error
+
     async def check(self) -> None:
         await self.position()
 
@@ -323,6 +362,7 @@ def _row(summary: JobSummary) -> dict[str, Any]:
         "created_at": summary.created_at,
         "lease_until": summary.lease_until,
         "attempts": summary.attempts,
+        "source": summary.source,
     }
 
 
@@ -352,6 +392,7 @@ async def _summaries_of(conn: AsyncConnection, ids: Collection[Any]) -> list[Job
             row.lease_until,
             row.attempts,
             Tenant(row.tenant),
+            row.source,
         )
         for job_id, row in rows.items()
     ]
@@ -382,6 +423,7 @@ async def _summaries(conn: AsyncConnection, rows: Sequence[Any]) -> list[JobSumm
             row.lease_until,
             row.attempts,
             Tenant(row.tenant),
+            row.source,
         )
         for row in rows
     ]

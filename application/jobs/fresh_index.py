@@ -8,7 +8,7 @@ from datetime import datetime
 
 from application.policies.follower import ProjectionFollower
 from application.ports.job_event_store import JobEventStore, LoggedEvent
-from application.ports.job_index import JobIndex, JobSummary
+from application.ports.job_index import JobIndex, JobSearch, JobSummary
 from domain.tenant import Tenant
 
 
@@ -45,6 +45,10 @@ class FreshJobIndex(JobIndex):
     ) -> list[JobSummary]:
         await self._catch_up()
         return await self.index.stalled(now=now, pending_before=pending_before, limit=limit)
+
+    async def search(self, search: JobSearch) -> list[JobSummary]:
+        await self._catch_up()
+        return await self.index.search(search)
 
     async def check(self) -> None:
         await self.index.check()

@@ -22,6 +22,7 @@ def summarise(summary: JobSummary | None, event: object) -> JobSummary | None:
             lease_until=None,
             attempts=0,
             tenant=Tenant(event.tenant),
+            source=_source_of(event.request),
         )
     if summary is None or not isinstance(event, JobEvent):
         return summary
@@ -34,3 +35,9 @@ def summarise(summary: JobSummary | None, event: object) -> JobSummary | None:
     if isinstance(event, JobFailed):
         return replace(summary, status="failed", lease_until=None)
     return summary
+
+
+def _source_of(request: object) -> str:
+    metadata = request.get("metadata") if isinstance(request, dict) else None
+    source = metadata.get("source") if isinstance(metadata, dict) else None
+    return source if isinstance(source, str) else ""

@@ -20,6 +20,27 @@ class JobSummary:
     lease_until: datetime | None
     attempts: int
     tenant: Tenant
+    source: str = ""
+    """The request's ``metadata.source`` (empty for jobs projected before it was kept)."""
+
+
+JOB_STATUSES = ("pending", "processing", "completed", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class JobSearch:
+    """Which jobs of ``tenant`` to list, newest first: each filter that is set must hold.
+    ``created_from`` is inclusive, ``created_until`` exclusive; ``older_than`` is the cursor of
+    a next page (the ``(created_at, job_id)`` of the last job of the page before)."""
+
+    tenant: Tenant
+    status: str | None = None
+    source: str | None = None
+    config_name: str | None = None
+    created_from: datetime | None = None
+    created_until: datetime | None = None
+    older_than: tuple[datetime, UUID] | None = None
+    limit: int = 50
 
 
 class JobIndex(Protocol):
@@ -38,6 +59,7 @@ class JobIndex(Protocol):
     - Each summary records the tenant that requested the job.
     - ``stalled`` lists jobs that need the reaper: pending jobs created before
       ``pending_before``, and processing jobs whose lease ended at or before ``now``.
+    - ``search`` lists a tenant's jobs for the console, filtered, newest first.
     - Unavailability raises ``domain.errors.Unavailable``.
     """
 
@@ -50,5 +72,10 @@ class JobIndex(Protocol):
     async def stalled(
         self, *, now: datetime, pending_before: datetime, limit: int = 100
     ) -> list[JobSummary]: ...
+
+    async def search(self, search: JobSearch) -> list[JobSummary]:
+        """At most ``search.limit`` jobs matching ``search``, newest first (ties by id,
+        descending)."""
+        ...
 
     async def check(self) -> None: ...

@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from application.ports.job_event_store import LoggedEvent
-from application.ports.job_index import JobIndex
+from application.ports.job_index import JobIndex, JobSearch
 from application.ports.job_progress import JobProgress
 from domain import job as jobs
 from domain.request import ExtractionRequest
@@ -21,8 +21,8 @@ T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 LEASE = timedelta(minutes=10)
 
 
-def _request(names: list[str]) -> ExtractionRequest:
-    return ExtractionRequest.create({n: {"t": ["a"]} for n in names}, None, {"source": "p"})
+def _request(names: list[str], source: str = "p") -> ExtractionRequest:
+    return ExtractionRequest.create({n: {"t": ["a"]} for n in names}, None, {"source": source})
 
 
 class Log:
@@ -38,6 +38,57 @@ class Log:
 
 
 class JobIndexContract:
+    async def test_search_lists_a_tenants_jobs_newest_first_filtered_and_paged(
+        self, index: JobIndex
+    ) -> None:
+        log = Log()
+        other = Tenant("tenant-b")
+        made = []
+        for n in range(6):
+            names = ["alpha"] if n % 2 else ["alpha", "beta"]
+            job_id = uuid.UUID(int=n + 1)
+            made.append(
+                jobs.request_job(
+                    job_id,
+                    _request(names, "payments" if n < 3 else "ledger"),
+                    T0 + timedelta(minutes=n // 2),  # two jobs per minute: ties ordered by id
+                    tenant=SINGLE_TENANT,
+                )
+            )
+        theirs = jobs.request_job(uuid.uuid4(), _request(["alpha"]), T0, tenant=other)
+        await index.project(log(*made, theirs))
+        failed = jobs.fail(jobs.fold([made[0]]), "x", T0)
+        await index.project(log(failed))
+
+        def ids(found: list) -> list[int]:
+            return [summary.job_id.int for summary in found]
+
+        everything = await index.search(JobSearch(tenant=SINGLE_TENANT))
+        assert ids(everything) == [6, 5, 4, 3, 2, 1]
+        assert [s.source for s in everything] == ["ledger"] * 3 + ["payments"] * 3
+        assert everything[-1].status == "failed" and everything[-1].datasources == (
+            "alpha",
+            "beta",
+        )
+        first = await index.search(JobSearch(tenant=SINGLE_TENANT, limit=4))
+        cursor = (first[-1].created_at, first[-1].job_id)
+        rest = await index.search(JobSearch(tenant=SINGLE_TENANT, older_than=cursor, limit=4))
+        assert ids(first) == [6, 5, 4, 3] and ids(rest) == [2, 1]
+        search = JobSearch(tenant=SINGLE_TENANT, status="failed")
+        assert ids(await index.search(search)) == [1]
+        search = JobSearch(tenant=SINGLE_TENANT, source="payments", status="pending")
+        assert ids(await index.search(search)) == [3, 2]
+        search = JobSearch(tenant=SINGLE_TENANT, config_name="beta")
+        assert ids(await index.search(search)) == [5, 3, 1]
+        window = JobSearch(
+            tenant=SINGLE_TENANT,
+            created_from=T0 + timedelta(minutes=1),
+            created_until=T0 + timedelta(minutes=2),
+        )
+        assert ids(await index.search(window)) == [4, 3]
+        assert len(await index.search(JobSearch(tenant=other))) == 1
+        assert await index.search(JobSearch(tenant=Tenant("nobody"))) == []
+
     async def test_starts_empty_at_position_zero(self, index: JobIndex) -> None:
         assert await index.position() == 0
         assert not await index.is_connection_in_use("x", tenant=SINGLE_TENANT)
