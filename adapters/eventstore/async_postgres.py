@@ -145,6 +145,10 @@ class AsyncPostgresEvents:
             "SELECT notification_id, originator_id::text, originator_version, topic, state "
             f"FROM {name} WHERE notification_id > $1 ORDER BY notification_id LIMIT $2"
         )
+        self._job_records = (
+            "SELECT notification_id, originator_id::text, originator_version, topic, state "
+            f"FROM {name} WHERE originator_id = $1 ORDER BY originator_version"
+        )
         self._lock = (
             f"SET LOCAL lock_timeout = '{int(lock_timeout)}s'; "
             f"LOCK TABLE {name} IN EXCLUSIVE MODE; NOTIFY {_quote(self.channel)}"
@@ -306,6 +310,16 @@ class AsyncPostgresEvents:
         async def attempt() -> list[Record]:
             async with self._connection() as connection:
                 rows = await connection.fetch(self._records, after, limit)
+            return [Record(*row) for row in rows]
+
+        return await self._retrying(attempt)
+
+    async def select_job_records(self, originator_id: UUID) -> list[Record]:
+        """One stream's records as stored, oldest version first, with their positions."""
+
+        async def attempt() -> list[Record]:
+            async with self._connection() as connection:
+                rows = await connection.fetch(self._job_records, originator_id)
             return [Record(*row) for row in rows]
 
         return await self._retrying(attempt)

@@ -130,6 +130,9 @@ class PostgresJobEventStore(JobEventStore):
             return []
         return await (await self._ready()).select_records(after, limit)
 
+    async def job_records(self, job_id: UUID) -> list[Record]:
+        return await (await self._ready()).select_job_records(job_id)
+
     async def last_notification_id(self) -> int:
         return await (await self._ready()).max_notification_id()
 

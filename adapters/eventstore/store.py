@@ -211,6 +211,12 @@ class EventsourcingJobEventStore(JobEventStore):
         )
         return [stored_record(n, n.id) for n in notifications]
 
+    async def job_records(self, job_id: UUID) -> list[Record]:
+        """The job's records as stored; the recorder gives no positions by stream (0)."""
+        return await self._run(
+            lambda: [stored_record(e) for e in self._ensure_open().select_events(job_id)]
+        )
+
     async def last_notification_id(self) -> int:
         return await self._run(lambda: self._ensure_open().max_notification_id() or 0)
 

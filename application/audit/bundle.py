@@ -153,6 +153,18 @@ async def export_lines(
 
 
 @dataclass(slots=True)
+class ExportBundle:
+    """The lines of a bundle of the log between two bounds (see ``choose_stretch``), for
+    an auditor to verify offline."""
+
+    log: AuditLog
+    checkpoints: CheckpointStore
+
+    def __call__(self, since: Bound, until: Bound, exported_at: str) -> AsyncIterator[str]:
+        return export_lines(self.log, self.checkpoints, since, until, exported_at)
+
+
+@dataclass(slots=True)
 class Bundle:
     anchor: Checkpoint | None
     records: list[Record]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from typing import Protocol
+from uuid import UUID
 
 from domain.audit_chain import Checkpoint, Record
 
@@ -13,6 +14,11 @@ class AuditLog(Protocol):
 
     async def read_records(self, after: int, limit: int) -> list[Record]:
         """Records with positions greater than ``after``, ascending, at most ``limit``."""
+        ...
+
+    async def job_records(self, job_id: UUID) -> list[Record]:
+        """One job's records as stored, oldest version first. ``position`` is the record's
+        place in the log where the store can tell it by stream, else 0."""
         ...
 
     async def last_notification_id(self) -> int: ...

@@ -1,0 +1,136 @@
+"""One job's proof (the console's "verify"): its chain, and the signed checkpoint holding its
+last event; each way it can break is named."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from uuid import UUID, uuid4
+
+import pytest
+
+from adapters.audit.checkpoints import InMemoryCheckpointStore
+from adapters.crypto.audit_signing import AuditKeys
+from adapters.crypto.keys import KeyRing, generate_master_key
+from adapters.eventstore.store import EventsourcingJobEventStore
+from application.audit.checkpointer import RecordCheckpoints
+from application.audit.verify_job import Verdict, VerifyJob
+from application.jobs.repository import EventSourcedJobs
+from application.ports.audit import SignatureCheck
+from domain import job as jobs
+from domain.audit_chain import Record
+from domain.errors import FetcherError
+from domain.request import ExtractionRequest
+from domain.tenant import SINGLE_TENANT, Tenant
+from tests.support.twins import FakeClock
+
+KEYS = AuditKeys.from_ring(KeyRing(generate_master_key()))
+OTHER_KEYS = AuditKeys.from_ring(KeyRing(generate_master_key()))
+
+
+@dataclasses.dataclass
+class World:
+    store: EventsourcingJobEventStore
+    checkpoints: InMemoryCheckpointStore
+    recorder: RecordCheckpoints
+    clock: FakeClock
+
+    async def ended_job(self) -> UUID:
+        job_id = uuid4()
+        request = ExtractionRequest.create({"pg": {"t": ["id"]}}, None, {"source": "p"})
+        await self.store.append(
+            [jobs.request_job(job_id, request, self.clock.now(), tenant=SINGLE_TENANT)]
+        )
+        job = jobs.fold(await self.store.job_events(job_id))
+        assert job is not None
+        await self.store.append([jobs.claim(job, "w1", self.clock.now(), timedelta(minutes=1))])
+        job = jobs.fold(await self.store.job_events(job_id))
+        assert job is not None
+        await self.store.append([jobs.fail(job, "boom", self.clock.now(), "w1")])
+        return job_id
+
+    def verifier(self, log: object = None, keys: AuditKeys = KEYS) -> VerifyJob:
+        return VerifyJob(
+            EventSourcedJobs(self.store),
+            log or self.store,  # type: ignore[arg-type]
+            self.checkpoints,
+            keys.keys,
+        )
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    store = EventsourcingJobEventStore.in_memory()
+    clock = FakeClock()
+    checkpoints = InMemoryCheckpointStore()
+    recorder = RecordCheckpoints(store, checkpoints, KEYS.signer, clock, every_records=1)
+    yield World(store, checkpoints, recorder, clock)
+    await store.close()
+
+
+class Tampered:
+    """The store's records of one job, one of them replaced."""
+
+    def __init__(self, store: EventsourcingJobEventStore, change: dict[int, Record | None]):
+        self.store, self.change = store, change
+
+    async def job_records(self, job_id: UUID) -> list[Record]:
+        records = await self.store.job_records(job_id)
+        changed = [self.change.get(r.version, r) for r in records]
+        return [r for r in changed if r is not None]
+
+
+async def test_an_untouched_checkpointed_job_is_intact(world: World) -> None:
+    job = await world.ended_job()
+    unsealed = await world.verifier()(job, tenant=SINGLE_TENANT)
+    assert unsealed.verdict is Verdict.UNSEALED and unsealed.checkpoint is None
+    await world.recorder()
+    proof = await world.verifier()(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.INTACT, proof.problems
+    assert [e.version for e in proof.events] == [1, 2, 3]
+    assert all(e.content_holds and e.links for e in proof.events)
+    assert proof.signature is SignatureCheck.VALID
+    assert proof.checkpoint is not None and (proof.checkpoint.heads or {})[str(job)][0] == 3
+
+
+async def test_a_changed_fact_is_named_at_its_version(world: World) -> None:
+    job = await world.ended_job()
+    await world.recorder()
+    [_, _, failed] = await world.store.job_records(job)
+    forged = dataclasses.replace(failed, state=failed.state.replace(b'"boom"', b'"fine"'))
+    proof = await world.verifier(Tampered(world.store, {3: forged}))(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.BROKEN
+    assert "version 3's content does not match its digest" in proof.problems
+
+
+async def test_a_removed_event_is_a_missing_version(world: World) -> None:
+    job = await world.ended_job()
+    await world.recorder()
+    proof = await world.verifier(Tampered(world.store, {2: None}))(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.BROKEN
+    assert "version 2 is missing (found 3)" in proof.problems
+    assert any("holds another last event" in p for p in proof.problems) is False
+
+
+async def test_a_truncated_job_disagrees_with_its_checkpoint(world: World) -> None:
+    job = await world.ended_job()
+    await world.recorder()
+    proof = await world.verifier(Tampered(world.store, {3: None}))(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.BROKEN
+    assert any("holds another last event (version 3)" in p for p in proof.problems)
+
+
+async def test_a_checkpoint_signed_by_another_key_is_not_valid(world: World) -> None:
+    job = await world.ended_job()
+    await world.recorder()
+    proof = await world.verifier(keys=OTHER_KEYS)(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.BROKEN
+    assert proof.signature is SignatureCheck.UNKNOWN_KEY
+
+
+async def test_another_tenants_job_is_not_found(world: World) -> None:
+    job = await world.ended_job()
+    with pytest.raises(FetcherError) as caught:
+        await world.verifier()(job, tenant=Tenant("someone-else"))
+    assert caught.value.code == "FET-1001"
