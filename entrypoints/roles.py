@@ -8,7 +8,9 @@ from enum import Enum
 from typing import TypeVar
 
 from adapters.metrics.prometheus import PrometheusMetrics
+from application.audit.bundle import ExportBundle
 from application.audit.checkpoints import ListCheckpoints
+from application.audit.verify_job import VerifyJob
 from application.connections.commands.assign_connection import AssignConnection
 from application.connections.commands.check_connection import CheckConnection
 from application.connections.commands.register_connection import RegisterConnection
@@ -22,6 +24,7 @@ from application.connections.queries.validate_schema import ValidateSchema
 from application.jobs.commands.request_job import RequestJob
 from application.jobs.commands.run_job import RunJob
 from application.jobs.queries.get_job import GetJob, GetJobHistory
+from application.jobs.queries.search_jobs import SearchJobs
 from application.jobs.running import RunningJobs
 from application.policies import emit_events, publish_work_orders
 from application.policies.follower import (
@@ -31,6 +34,7 @@ from application.policies.follower import (
     WakeOnGrowth,
 )
 from application.policies.requeue_pending import RequeuePending
+from application.ports.audit import CheckpointKeys
 from application.ports.messaging import (
     WorkConsumer,
 )
@@ -92,6 +96,28 @@ class Probes:
     """Which tenants this process serves, for ``/readyz/tenant/{id}``."""
 
 
+@dataclass(frozen=True, slots=True)
+class ConsoleSignIn:
+    """Where the console signs in: the issuer (OpenID Connect discovery) and its public
+    client id there."""
+
+    issuer: str
+    client_id: str
+
+
+@dataclass(slots=True)
+class ConsoleServices:
+    """What the console adds to the API's use cases: the job list, one job's proof, bundles
+    of the log, the public keys that check checkpoints, and how to sign in."""
+
+    search_jobs: SearchJobs
+    verify_job: VerifyJob | None = None
+    """None when the event store keeps no audit trail."""
+    export_bundle: ExportBundle | None = None
+    checkpoint_keys: CheckpointKeys | None = None
+    sign_in: ConsoleSignIn | None = None
+
+
 @dataclass(slots=True)
 class ApiServices:
     """The API role: the use cases behind the routes, the process's probes, and how requests
@@ -111,6 +137,8 @@ class ApiServices:
     security: HttpSecurity = OPEN
     """How callers are authenticated and authorised (``OPEN``: not at all, only where that is
     allowed)."""
+    console: ConsoleServices | None = None
+    """The console's own queries (None: the console pages say it is not available)."""
 
 
 @dataclass(slots=True)

@@ -424,6 +424,9 @@ class SecuritySettings:
     loopback (every route open to anyone who reaches it; warned at every start)."""
     cors_origins: tuple[str, ...] = ()
     """``FETCHER_CORS_ORIGINS``: the origins CORS allows (comma-separated); none: CORS off."""
+    console_client_id: str | None = None
+    """``FETCHER_CONSOLE_CLIENT_ID``: the console's public client at the issuer; it signs in
+    with the authorisation code flow and PKCE (no client secret)."""
 
     @property
     def verifies_tokens(self) -> bool:
@@ -486,6 +489,7 @@ class SecuritySettings:
             plugin_address=address if plugin else None,
             disabled_insecure=disabled,
             cors_origins=_cors_origins(read),
+            console_client_id=read.optional("FETCHER_CONSOLE_CLIENT_ID"),
         )
 
 

@@ -303,6 +303,12 @@ SETTINGS: tuple[Setting, ...] = (
         shown_default="discovered",
     ),
     Setting(
+        "FETCHER_CONSOLE_CLIENT_ID",
+        "the console's public OpenID Connect client id (sign-in with PKCE at the issuer)",
+        "auth", HTTP_ROLES, shown_default="none: the console cannot sign in",
+        example="fetcher-console",
+    ),
+    Setting(
         "FETCHER_AUTH_PUBLIC_KEY", "one PEM public key (text or file path) instead of a key set",
         "auth", HTTP_ROLES,
     ),

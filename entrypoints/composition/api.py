@@ -7,7 +7,9 @@ from collections.abc import Collection
 from adapters.common.clock import Uuid7Generator
 from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
+from application.audit.bundle import ExportBundle
 from application.audit.checkpoints import ListCheckpoints
+from application.audit.verify_job import VerifyJob
 from application.connections.cached import CachingConnectionRepository
 from application.connections.commands.assign_connection import AssignConnection
 from application.connections.commands.check_connection import CheckConnection
@@ -25,6 +27,7 @@ from application.connections.recent_checks import RecentChecks
 from application.jobs.commands.request_job import RequestJob
 from application.jobs.fresh_index import FreshJobIndex
 from application.jobs.queries.get_job import GetJob, GetJobHistory
+from application.jobs.queries.search_jobs import SearchJobs
 from application.jobs.repository import EventSourcedJobs
 from application.ports.clock import Clock, IdGenerator
 from application.ports.credential_cipher import CredentialCipher
@@ -34,10 +37,17 @@ from application.ports.job_index import JobIndex
 from application.ports.rate_limiter import RateLimiter
 from application.ports.schema_cache import SchemaCache
 from domain.connection import DatabaseType
-from entrypoints.composition.infrastructure import Infrastructure
+from entrypoints.composition.infrastructure import Infrastructure, load_audit_keys
 from entrypoints.composition.overrides import Overrides
 from entrypoints.http.auth import HttpSecurity
-from entrypoints.roles import ApiServices, ConnectionServices, Probes, Relay
+from entrypoints.roles import (
+    ApiServices,
+    ConnectionServices,
+    ConsoleServices,
+    ConsoleSignIn,
+    Probes,
+    Relay,
+)
 
 
 def api_role(
@@ -110,6 +120,34 @@ def api_role(
         list_checkpoints=ListCheckpoints(infra.checkpoints)
         if infra.checkpoints is not None
         else None,
+        console=console_services(infra, jobs),
+    )
+
+
+def console_services(infra: Infrastructure, jobs: EventSourcedJobs) -> ConsoleServices:
+    """The console's queries on the API's stores: the job list from the job index (caught up
+    with the log first), proofs and bundles from the event log and its checkpoints, checked
+    with every audit key version's public key."""
+    settings = infra.settings
+    audit_log, checkpoints = infra.events.audit_log, infra.checkpoints
+    auth = settings.security
+    sign_in = (
+        ConsoleSignIn(auth.issuer, auth.console_client_id)
+        if auth.issuer is not None and auth.console_client_id
+        else None
+    )
+    if audit_log is None:
+        return ConsoleServices(
+            SearchJobs(FreshJobIndex(infra.tables.jobs, infra.events.store), infra.progress),
+            sign_in=sign_in,
+        )
+    keys = load_audit_keys(settings, infra.ring).keys
+    return ConsoleServices(
+        SearchJobs(FreshJobIndex(infra.tables.jobs, infra.events.store), infra.progress),
+        verify_job=VerifyJob(jobs, audit_log, checkpoints, keys),
+        export_bundle=ExportBundle(audit_log, checkpoints) if checkpoints is not None else None,
+        checkpoint_keys=keys,
+        sign_in=sign_in,
     )
 
 

@@ -11,10 +11,13 @@ from litestar.di import Provide
 from litestar.exceptions import SerializationException
 from litestar.middleware import DefineMiddleware
 from litestar.openapi import OpenAPIConfig
+from litestar.plugins.jinja import JinjaTemplateEngine
+from litestar.template.config import TemplateConfig
 
 from adapters.telemetry.otel_tracer import OpenTelemetryTracer
 from domain.identity import Identity
 from domain.tenant import Tenant
+from entrypoints.console.routes import CONSOLE_ROUTES, TEMPLATES
 from entrypoints.http.api_examples import complete
 from entrypoints.http.audit_routes import AuditController
 from entrypoints.http.auth import (
@@ -84,6 +87,17 @@ def _tracing_plugins(services: ApiServices) -> list[Any]:
     return [OpenTelemetryPlugin(config)]
 
 
+def _console_templates() -> TemplateConfig[JinjaTemplateEngine]:
+    """The console's templates, every value escaped (``autoescape``): metadata, config names
+    and error texts come from requests."""
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    return TemplateConfig(instance=JinjaTemplateEngine.from_environment(environment))
+
+
 def create_app(services: ApiServices, security: HttpSecurity | None = None) -> Litestar:
     """The API on ``services``. ``security`` says how callers are authenticated and
     authorised: by default the services' own, which the composition decides from the
@@ -109,6 +123,7 @@ def create_app(services: ApiServices, security: HttpSecurity | None = None) -> L
             AuditController,
             *PROBE_ROUTES,
             version,
+            *CONSOLE_ROUTES,
         ],
         dependencies={
             "services": Provide(provide_services),
@@ -130,6 +145,7 @@ def create_app(services: ApiServices, security: HttpSecurity | None = None) -> L
         request_max_body_size=MAX_BODY_BYTES,
         lifespan=[self_probe(services.probes)],
         request_class=JsonRequest,
+        template_config=_console_templates(),
         signature_namespace={
             "ApiServices": ApiServices,
             "Identity": Identity,

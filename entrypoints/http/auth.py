@@ -28,10 +28,13 @@ OPEN_ROUTES: Final = (
     "/metrics",
     "/openapi",
     "/openapi/*",
+    "/console",
+    "/console/*",
+    "/console-assets/*",
 )
 """The routes that answer without a token (liveness, readiness, version, metrics, the OpenAPI
-document and its UI). Every other route requires one; ``{name}`` is one path segment, ``/*``
-anything below."""
+document and its UI, the console's page and scripts: its data comes from ``/v1/console``).
+Every other route requires one; ``{name}`` is one path segment, ``/*`` anything below."""
 
 
 def _pattern(route: str) -> str:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -81,6 +82,8 @@ class _Server:
                         self.send_header("Location", location)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(raw)))
+                    # As an issuer allows a web client's origin (the console's token request).
+                    self.send_header("Access-Control-Allow-Origin", "*")
                     self.end_headers()
                     if pieces is None:
                         self.wfile.write(raw)
@@ -94,6 +97,14 @@ class _Server:
                     pass  # the client gave up waiting
 
             do_GET = do_POST = _answer
+
+            def do_OPTIONS(self) -> None:
+                self.send_response(204)
+                self.send_header("Access-Control-Allow-Origin", "*")
+                self.send_header("Access-Control-Allow-Methods", "GET, POST")
+                self.send_header("Access-Control-Allow-Headers", "Content-Type, Authorization")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -159,7 +170,12 @@ class LocalIdentityProvider:
     """The ``issuer`` its discovery document names, when not its own."""
     key_set_in_pieces: bool = False
     """Send the key set in several writes with pauses, as a slow network delivers it."""
+    sign_in_permissions: tuple[str, ...] = ALL_PERMISSIONS
+    """What a token issued by signing in (the authorisation code flow) grants."""
+    client_id: str = "fetcher-console"
+    """The one public client that may sign in."""
     server: _Server = field(init=False)
+    _codes: dict[str, tuple[str, str]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.server = _Server(self._route)
@@ -180,16 +196,63 @@ class LocalIdentityProvider:
     def jwks_url(self) -> str:
         return self.server.base_url + self.jwks_path
 
+    @property
+    def authorization_path(self) -> str:
+        return "/realms/fetcher/protocol/openid-connect/auth"
+
+    @property
+    def token_path(self) -> str:
+        return "/realms/fetcher/protocol/openid-connect/token"
+
     def _route(self, key: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
         if key == f"GET {self.discovery_path}":
             issuer = self.advertised_issuer or self.issuer
-            return 200, {"issuer": issuer, "jwks_uri": self.jwks_url}
+            return 200, {
+                "issuer": issuer,
+                "jwks_uri": self.jwks_url,
+                "authorization_endpoint": self.server.base_url + self.authorization_path,
+                "token_endpoint": self.server.base_url + self.token_path,
+                "code_challenge_methods_supported": ["S256"],
+            }
+        if key.startswith(f"GET {self.authorization_path}?"):
+            return self._authorize(dict(parse_qsl(key.partition("?")[2])))
+        if key == f"POST {self.token_path}":
+            return self._exchange(dict(parse_qsl(body.decode())))
         if key == f"GET {self.jwks_path}":
             key_set = {"keys": [k.jwk() for k in self.keys]}
             if self.key_set_in_pieces:
                 return 200, InPieces(json.dumps(key_set).encode(), pieces=4)
             return 200, key_set
         return 404, {"error": "not found"}
+
+    def _authorize(self, query: dict[str, str]) -> tuple[int, Any]:
+        """Signs the user in at once (no login form) and sends the browser back with a code,
+        for a public client using PKCE (S256) only."""
+        wanted = ("response_type", "client_id", "redirect_uri", "state", "code_challenge")
+        if any(not query.get(name) for name in wanted) or query["response_type"] != "code":
+            return 400, {"error": "invalid_request"}
+        if query["client_id"] != self.client_id or query.get("code_challenge_method") != "S256":
+            return 400, {"error": "unauthorized_client"}
+        code = uuid.uuid4().hex
+        self._codes[code] = (query["code_challenge"], query["redirect_uri"])
+        back = urlencode({"code": code, "state": query["state"]})
+        return 302, Redirect(f"{query['redirect_uri']}?{back}")
+
+    def _exchange(self, form: dict[str, str]) -> tuple[int, Any]:
+        """A code for a token, once, with the verifier whose SHA-256 is the challenge."""
+        challenge, redirect_uri = self._codes.pop(form.get("code", ""), ("", ""))
+        verifier = form.get("code_verifier", "").encode()
+        expected = base64.urlsafe_b64encode(hashlib.sha256(verifier).digest()).rstrip(b"=")
+        if (
+            not challenge
+            or form.get("grant_type") != "authorization_code"
+            or form.get("client_id") != self.client_id
+            or form.get("redirect_uri") != redirect_uri
+            or not hmac.compare_digest(expected.decode(), challenge)
+        ):
+            return 400, {"error": "invalid_grant"}
+        token = self.token(self.sign_in_permissions)
+        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": 300}
 
     @property
     def current(self) -> SigningKey:

@@ -139,8 +139,8 @@ def proxy_thread(
 class ThreadedTcpProxy:
     """A ``TcpProxy`` on an event loop of its own, in a daemon thread, with a blocking API."""
 
-    def __init__(self, target_host: str, target_port: int) -> None:
-        self._proxy = TcpProxy(target_host, target_port)
+    def __init__(self, target_host: str, target_port: int, *, rate: float | None = None) -> None:
+        self._proxy = TcpProxy(target_host, target_port, rate=rate)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 

@@ -207,6 +207,41 @@ AIMED_AT_B: dict[tuple[str, str], Callable[[Theirs], Call]] = {
         "FET-1001",
     ),
     ("GET", "/v1/audit/checkpoints"): lambda b: ("/v1/audit/checkpoints", {}, 200, ""),
+    ("GET", "/v1/console/jobs"): lambda b: ("/v1/console/jobs", {}, 200, ""),
+    ("GET", "/v1/console/jobs/{job_id}"): lambda b: (
+        f"/v1/console/jobs/{b.job}",
+        {},
+        404,
+        "FET-1001",
+    ),
+    ("GET", "/v1/console/jobs/{job_id}/history"): lambda b: (
+        f"/v1/console/jobs/{b.job}/history",
+        {},
+        404,
+        "FET-1001",
+    ),
+    ("POST", "/v1/console/jobs/{job_id}/verify"): lambda b: (
+        f"/v1/console/jobs/{b.job}/verify",
+        {},
+        404,
+        "FET-1001",
+    ),
+    ("GET", "/v1/console/connections"): lambda b: ("/v1/console/connections", {}, 200, ""),
+    ("POST", "/v1/console/connections/{connection_id}/test"): lambda b: (
+        f"/v1/console/connections/{b.connection}/test",
+        {},
+        404,
+        "FET-1001",
+    ),
+    ("GET", "/v1/console/connections/{connection_id}/schema"): lambda b: (
+        f"/v1/console/connections/{b.connection}/schema",
+        {},
+        404,
+        "FET-1001",
+    ),
+    ("GET", "/v1/console/checkpoints"): lambda b: ("/v1/console/checkpoints", {}, 200, ""),
+    # A bundle holds every tenant's records: no tenant exports one.
+    ("GET", "/v1/console/bundle"): lambda b: ("/v1/console/bundle", {}, 403, ""),
     # Last, so that the other requests run while A has no connection of that name.
     ("POST", BASE): lambda b: (
         BASE,
@@ -272,6 +307,35 @@ B_ON_ITS_OWN: dict[tuple[str, str], Callable[[Theirs], Call]] = {
     ("GET", "/v1/fetcher/{job_id}"): lambda b: (f"/v1/fetcher/{b.job}", {}, 200, ""),
     ("GET", "/v1/fetcher/{job_id}/events"): lambda b: (f"/v1/fetcher/{b.job}/events", {}, 200, ""),
     ("GET", "/v1/audit/checkpoints"): lambda b: ("/v1/audit/checkpoints", {}, 200, ""),
+    ("GET", "/v1/console/jobs"): lambda b: ("/v1/console/jobs", {}, 200, ""),
+    ("GET", "/v1/console/jobs/{job_id}"): lambda b: (f"/v1/console/jobs/{b.job}", {}, 200, ""),
+    ("GET", "/v1/console/jobs/{job_id}/history"): lambda b: (
+        f"/v1/console/jobs/{b.job}/history",
+        {},
+        200,
+        "",
+    ),
+    ("POST", "/v1/console/jobs/{job_id}/verify"): lambda b: (
+        f"/v1/console/jobs/{b.job}/verify",
+        {},
+        200,
+        "",
+    ),
+    ("GET", "/v1/console/connections"): lambda b: ("/v1/console/connections", {}, 200, ""),
+    ("POST", "/v1/console/connections/{connection_id}/test"): lambda b: (
+        f"/v1/console/connections/{b.connection}/test",
+        {},
+        200,
+        "",
+    ),
+    ("GET", "/v1/console/connections/{connection_id}/schema"): lambda b: (
+        f"/v1/console/connections/{b.connection}/schema",
+        {},
+        200,
+        "",
+    ),
+    ("GET", "/v1/console/checkpoints"): lambda b: ("/v1/console/checkpoints", {}, 200, ""),
+    ("GET", "/v1/console/bundle"): lambda b: ("/v1/console/bundle", {}, 403, ""),
     ("POST", BASE): lambda b: (
         BASE,
         {"json": connection_body("theirs"), "headers": PRODUCT},
