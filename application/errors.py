@@ -39,6 +39,15 @@ class DatasourceError(PortError):
         self.reason = reason
 
 
+def connect_failure(error: BaseException) -> ConnectFailure | None:
+    """Why a connection failed, as the adapter that wrapped the driver's error recognised it;
+    a timeout (the caller's own, around a test) is one."""
+    reason = error.reason if isinstance(error, DatasourceError) else None
+    if reason is None and isinstance(error, TimeoutError):
+        return ConnectFailure.TIMED_OUT
+    return reason
+
+
 class DatasourceUnavailable(DatasourceError):
     pass
 
@@ -170,9 +179,7 @@ class ConnectionTestFailed(FetcherError):
     def caused_by(cls, error: BaseException) -> ConnectionTestFailed:
         """The error for a failed test, with the cause the adapter recognised (a timeout of the
         test itself is one) appended to the reference's text."""
-        reason = error.reason if isinstance(error, DatasourceError) else None
-        if reason is None and isinstance(error, TimeoutError):
-            reason = ConnectFailure.TIMED_OUT
+        reason = connect_failure(error)
         return cls(f"{cls.default_message} Cause: {reason.value}." if reason else None)
 
 

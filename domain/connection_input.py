@@ -241,6 +241,18 @@ class ConnectionDraft:
             )
         return db_type
 
+    def connection_fields(self, supported: Collection[DatabaseType]) -> dict[str, Any]:
+        """The model rules (:meth:`validate`), then what the connection takes from this draft:
+        its texts and port as drafted and the engine, by the connection's field names."""
+        return {
+            "type": self.validate(supported),
+            "config_name": self.config_name,
+            "host": self.host,
+            "port": self.port,
+            "database_name": self.database_name,
+            "user_name": self.user_name,
+        }
+
 
 def is_valid_host(host: str) -> bool:
     """A host name (RFC 1123 labels, one trailing dot allowed) or an IP address."""

@@ -382,19 +382,29 @@ INVALID_MESSAGE: Final = CatalogueEntry(
     "FET-0050", "Invalid Message", _INVALID, "message payload is null"
 )
 """A work message that cannot be trusted or read (its signature does not verify)."""
-CRM_HASH_KEY_MISSING: Final = CatalogueEntry(
+
+
+def _crm_key_missing(code: str, key: str, setting: str, needed_by: str) -> CatalogueEntry:
+    """The CRM plugin's ``key`` key (its ``setting``), which a job needs, is not configured."""
+    return CatalogueEntry(
+        code,
+        "CRM Crypto Not Configured",
+        ErrorKind.UNPROCESSABLE,
+        f"CRM {key} secret key not configured (set {setting}: {needed_by})",
+    )
+
+
+CRM_HASH_KEY_MISSING: Final = _crm_key_missing(
     "FET-0057",
-    "CRM Crypto Not Configured",
-    ErrorKind.UNPROCESSABLE,
-    "CRM hash secret key not configured (set CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM: filters on "
-    "plugin_crm's searched fields compare hashes made with it)",
+    "hash",
+    "CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM",
+    "filters on plugin_crm's searched fields compare hashes made with it",
 )
-CRM_ENCRYPT_KEY_MISSING: Final = CatalogueEntry(
+CRM_ENCRYPT_KEY_MISSING: Final = _crm_key_missing(
     "FET-0058",
-    "CRM Crypto Not Configured",
-    ErrorKind.UNPROCESSABLE,
-    "CRM encrypt secret key not configured (set CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM: reading "
-    "plugin_crm's document, name or a dotted field decrypts with it)",
+    "encrypt",
+    "CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM",
+    "reading plugin_crm's document, name or a dotted field decrypts with it",
 )
 CRM_COLLECTIONS_NOT_FOUND: Final = CatalogueEntry(
     "FET-0059",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from functools import singledispatch
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import DomainEvent
@@ -181,6 +181,9 @@ class Job:
         return self.lease_until is not None and now >= self.lease_until
 
 
+_E = TypeVar("_E", bound=JobEvent)
+
+
 def _check(job: Job, event_type: type[JobEvent]) -> None:
     if event_type not in ALLOWED_NEXT[job.phase]:
         raise InvalidTransition(
@@ -188,10 +191,17 @@ def _check(job: Job, event_type: type[JobEvent]) -> None:
         )
 
 
-def _successor(job: Job, event_type: type[JobEvent]) -> int:
-    """The version of an ``event_type`` event following ``job``; raises if it may not follow."""
-    _check(job, event_type)
-    return job.version + 1
+def _check_holder(job: Job, worker_id: str) -> None:
+    if job.claimed_by != worker_id:
+        raise InvalidTransition(f"job {job.id} is not claimed by this worker")
+
+
+def _next(job: Job, event_type: type[_E], now: datetime, **facts: Any) -> _E:
+    """The ``event_type`` event that follows ``job`` at ``now``, carrying ``facts`` (the
+    caller has checked that it may follow)."""
+    return event_type(
+        originator_id=job.id, originator_version=job.version + 1, timestamp=now, **facts
+    )
 
 
 # Commands: check invariants, return the new event.
@@ -231,24 +241,19 @@ def claim(
     ends = job.lease_until if lease_ends is None else lease_ends
     if job.phase is Phase.CLAIMED and ends is not None and now < ends:
         raise InvalidTransition(f"job {job.id} is claimed by another worker until its lease ends")
-    return JobClaimed(
-        originator_id=job.id,
-        originator_version=_successor(job, JobClaimed),
-        timestamp=now,
-        worker_id=worker_id,
-        lease_until=now + lease,
-        attempt=job.attempts + 1,
+    _check(job, JobClaimed)
+    return _next(
+        job, JobClaimed, now, worker_id=worker_id, lease_until=now + lease, attempt=job.attempts + 1
     )
 
 
 def store_result(job: Job, worker_id: str, result: ResultRef, now: datetime) -> JobResultStored:
-    version = _successor(job, JobResultStored)
-    if job.claimed_by != worker_id:
-        raise InvalidTransition(f"job {job.id} is not claimed by this worker")
-    return JobResultStored(
-        originator_id=job.id,
-        originator_version=version,
-        timestamp=now,
+    _check(job, JobResultStored)
+    _check_holder(job, worker_id)
+    return _next(
+        job,
+        JobResultStored,
+        now,
         worker_id=worker_id,
         path=result.path,
         size_bytes=result.size_bytes,
@@ -258,28 +263,16 @@ def store_result(job: Job, worker_id: str, result: ResultRef, now: datetime) -> 
 
 
 def complete(job: Job, worker_id: str, now: datetime, execution_time_ms: int) -> JobCompleted:
-    version = _successor(job, JobCompleted)
-    if job.claimed_by != worker_id:
-        raise InvalidTransition(f"job {job.id} is not claimed by this worker")
-    return JobCompleted(
-        originator_id=job.id,
-        originator_version=version,
-        timestamp=now,
-        worker_id=worker_id,
-        execution_time_ms=execution_time_ms,
-    )
+    _check(job, JobCompleted)
+    _check_holder(job, worker_id)
+    return _next(job, JobCompleted, now, worker_id=worker_id, execution_time_ms=execution_time_ms)
 
 
 def fail(job: Job, error: str, now: datetime, worker_id: str = "") -> JobFailed:
-    if worker_id and job.phase is not Phase.REQUESTED and job.claimed_by != worker_id:
-        raise InvalidTransition(f"job {job.id} is not claimed by this worker")
-    return JobFailed(
-        originator_id=job.id,
-        originator_version=_successor(job, JobFailed),
-        timestamp=now,
-        error=error,
-        worker_id=worker_id,
-    )
+    if worker_id and job.phase is not Phase.REQUESTED:
+        _check_holder(job, worker_id)
+    _check(job, JobFailed)
+    return _next(job, JobFailed, now, error=error, worker_id=worker_id)
 
 
 # The mutator: copies facts from an event into a new snapshot.
@@ -304,18 +297,24 @@ def _(event: JobRequested, job: Job | None) -> Job:
     )
 
 
-def _after(job: Job | None, event: JobEvent) -> Job:
+def _advance(job: Job | None, event: JobEvent, phase: Phase, **changes: Any) -> Job:
+    """``job`` at ``event``'s version and in ``phase``, with ``changes``."""
     if job is None:
         raise TypeError(f"{type(event).__name__} cannot start a job")
-    return job
+    return replace(job, version=event.originator_version, phase=phase, **changes)
+
+
+def _end(job: Job | None, event: JobEvent, phase: Phase, **changes: Any) -> Job:
+    """``job`` finished by ``event`` in the terminal ``phase``: its lease is over."""
+    return _advance(job, event, phase, finished_at=event.timestamp, lease_until=None, **changes)
 
 
 @_apply.register
 def _(event: JobClaimed, job: Job | None) -> Job:
-    return replace(
-        _after(job, event),
-        version=event.originator_version,
-        phase=Phase.CLAIMED,
+    return _advance(
+        job,
+        event,
+        Phase.CLAIMED,
         claimed_by=event.worker_id,
         lease_until=event.lease_until,
         attempts=event.attempt,
@@ -324,36 +323,18 @@ def _(event: JobClaimed, job: Job | None) -> Job:
 
 @_apply.register
 def _(event: JobResultStored, job: Job | None) -> Job:
-    return replace(
-        _after(job, event),
-        version=event.originator_version,
-        phase=Phase.RESULT_STORED,
-        result=ResultRef(event.path, event.size_bytes, event.row_count, event.hmac),
-    )
+    result = ResultRef(event.path, event.size_bytes, event.row_count, event.hmac)
+    return _advance(job, event, Phase.RESULT_STORED, result=result)
 
 
 @_apply.register
 def _(event: JobCompleted, job: Job | None) -> Job:
-    return replace(
-        _after(job, event),
-        version=event.originator_version,
-        phase=Phase.COMPLETED,
-        finished_at=event.timestamp,
-        execution_time_ms=event.execution_time_ms,
-        lease_until=None,
-    )
+    return _end(job, event, Phase.COMPLETED, execution_time_ms=event.execution_time_ms)
 
 
 @_apply.register
 def _(event: JobFailed, job: Job | None) -> Job:
-    return replace(
-        _after(job, event),
-        version=event.originator_version,
-        phase=Phase.FAILED,
-        finished_at=event.timestamp,
-        error=event.error,
-        lease_until=None,
-    )
+    return _end(job, event, Phase.FAILED, error=event.error)
 
 
 def apply(event: JobEvent, job: Job | None) -> Job:

@@ -60,18 +60,6 @@ class Tenant:
 SINGLE_TENANT: Final = Tenant("")
 
 
-class TenantRequired(InvalidRequest):
-    """Multi-tenant mode, and the caller's token names no valid tenant (FET-1080)."""
-
-    entry = catalogue.TENANT_REQUIRED
-
-
-class TenantNotFound(FetcherError):
-    """Multi-tenant mode, and the caller's tenant is not among those served (FET-1081)."""
-
-    entry = catalogue.TENANT_NOT_FOUND
-
-
 @dataclass(frozen=True, slots=True)
 class Tenancy:
     """How a deployment is tenanted: single-tenant (the default), or multi-tenant with an
@@ -91,11 +79,11 @@ class Tenancy:
         if not self.multi_tenant:
             return SINGLE_TENANT
         if not isinstance(claimed, str) or not claimed:
-            raise TenantRequired()
+            raise InvalidRequest(entry=catalogue.TENANT_REQUIRED)
         if not is_valid_tenant_id(claimed):
-            raise TenantRequired(entry=catalogue.INVALID_TENANT)
+            raise InvalidRequest(entry=catalogue.INVALID_TENANT)
         if self.allowed is not None and claimed not in self.allowed:
-            raise TenantNotFound()
+            raise FetcherError(entry=catalogue.TENANT_NOT_FOUND)
         return Tenant(claimed)
 
     def serves(self, tenant_id: str) -> bool:

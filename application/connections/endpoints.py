@@ -29,40 +29,37 @@ class EndpointFactory:
 
     def endpoint(self, connection: Connection) -> Endpoint:
         ssl_settings = connection.ssl
-        identity = ConnectionIdentity(connection.tenant, connection.id, connection.version)
-        plugin_crm = is_crm(connection.config_name, connection.type)
+        kind: type[Endpoint]
         if connection.internal:
-            secrets = connection.internal_credentials or InternalCredentials()
-            return TrustedEndpoint(
-                type=connection.type,
-                host=connection.host,
-                port=connection.port,
-                database_name=connection.database_name,
-                user_name=connection.user_name,
-                password=secrets.password,
-                schema=connection.schema,
-                ssl_mode=ssl_settings.mode if ssl_settings else "",
-                ssl_ca=secrets.ssl_ca,
-                ssl_cert=secrets.ssl_cert,
-                ssl_key=secrets.ssl_key,
-                options=dict(connection.metadata),
-                identity=identity,
-                plugin_crm=plugin_crm,
-            )
-        open_ = self.cipher.open
-        return Endpoint(
+            kind, secrets = TrustedEndpoint, connection.internal_credentials
+        else:
+            kind, secrets = Endpoint, self._opened(connection)
+        secrets = secrets or InternalCredentials()
+        return kind(
             type=connection.type,
             host=connection.host,
             port=connection.port,
             database_name=connection.database_name,
             user_name=connection.user_name,
-            password=open_(connection.password) if connection.password else "",
+            password=secrets.password,
             schema=connection.schema,
             ssl_mode=ssl_settings.mode if ssl_settings else "",
-            ssl_ca=open_(ssl_settings.ca) if ssl_settings and ssl_settings.ca else None,
-            ssl_cert=open_(ssl_settings.cert) if ssl_settings and ssl_settings.cert else None,
-            ssl_key=open_(ssl_settings.key) if ssl_settings and ssl_settings.key else None,
+            ssl_ca=secrets.ssl_ca,
+            ssl_cert=secrets.ssl_cert,
+            ssl_key=secrets.ssl_key,
             options=dict(connection.metadata),
-            identity=identity,
-            plugin_crm=plugin_crm,
+            identity=ConnectionIdentity(connection.tenant, connection.id, connection.version),
+            plugin_crm=is_crm(connection.config_name, connection.type),
+        )
+
+    def _opened(self, connection: Connection) -> InternalCredentials:
+        """A stored connection's sealed password and SSL material, opened (the plaintext
+        credentials an internal datasource is configured with)."""
+        open_ = self.cipher.open
+        ssl = connection.ssl
+        return InternalCredentials(
+            password=open_(connection.password) if connection.password else "",
+            ssl_ca=open_(ssl.ca) if ssl and ssl.ca else None,
+            ssl_cert=open_(ssl.cert) if ssl and ssl.cert else None,
+            ssl_key=open_(ssl.key) if ssl and ssl.key else None,
         )

@@ -50,17 +50,12 @@ class RegisterConnection:
         draft = data.draft()
         if self.guard is not None:
             self.guard.check_literal(draft.host)
-        db_type = draft.validate(self.supported)
+        drafted = draft.connection_fields(self.supported)
         now = self.clock.now()
         connection = Connection(
             id=self.ids.new_id(),
             product_name=product,
-            config_name=draft.config_name,
-            type=db_type,
-            host=draft.host,
-            port=draft.port,
-            database_name=draft.database_name,
-            user_name=draft.user_name,
+            **drafted,
             password=self.cipher.seal(data.password or ""),
             schema=data.schema or None,
             ssl=sealed_ssl(self.cipher, data.ssl_to_write),

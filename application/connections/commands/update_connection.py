@@ -66,17 +66,11 @@ class UpdateConnection:
         return saved
 
     def _apply(self, current: Connection, patch: ConnectionInput) -> Connection:
-        draft = patch.draft(current)
-        db_type = draft.validate(self.supported)
+        drafted = patch.draft(current).connection_fields(self.supported)
         sent_ssl = patch.ssl_to_write
         changed = replace(
             current,
-            config_name=draft.config_name,
-            type=db_type,
-            host=draft.host,
-            port=draft.port,
-            database_name=draft.database_name,
-            user_name=draft.user_name,
+            **drafted,
             schema=(patch.schema or None) if patch.schema is not None else current.schema,
             ssl=sealed_ssl(self.cipher, sent_ssl) if sent_ssl else current.ssl,
             metadata=dict(patch.metadata) if patch.metadata is not None else current.metadata,

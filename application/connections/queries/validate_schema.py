@@ -35,12 +35,6 @@ class ValidationLimitExceeded(InvalidRequest):
     entry = catalogue.VALIDATION_LIMIT_EXCEEDED
 
 
-class SchemaDatasourcesNotFound(InvalidRequest):
-    """None of the datasources to validate has a connection (FET-1062)."""
-
-    entry = catalogue.NO_SCHEMA_CONNECTIONS
-
-
 class IssueType(Enum):
     DATA_SOURCE_NOT_FOUND = "DATA_SOURCE_NOT_FOUND"
     DATA_SOURCE_DOWN = "DATA_SOURCE_DOWN"
@@ -139,7 +133,7 @@ class ValidateSchema:
         names = sorted(mapped)
         connections = await self.directory.resolve(names, tenant=tenant)
         if not connections:
-            raise SchemaDatasourcesNotFound()
+            raise InvalidRequest(entry=catalogue.NO_SCHEMA_CONNECTIONS)
         found = [name for name in names if name in connections]
         schemas = await asyncio.gather(
             *(self._schema(connections[name], mapped[name]) for name in found)

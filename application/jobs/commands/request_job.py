@@ -14,7 +14,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 from application.connections.directory import ConnectionDirectory
 from application.connections.endpoints import EndpointFactory
 from application.connections.recent_checks import RecentChecks
-from application.errors import ConnectFailure, DatasourceError, ForbiddenHost, InvalidSslMode
+from application.errors import DatasourceError, ForbiddenHost, InvalidSslMode, connect_failure
 from application.jobs.extraction_plan import ExtractionError, build_reads
 from application.log_context import bind_log_fields
 from application.ports.clock import Clock, IdGenerator
@@ -37,24 +37,6 @@ from domain.tenant import Tenant
 log = logging.getLogger(__name__)
 
 CONNECTION_TEST_TIMEOUT = 5.0
-
-
-class JobDatasourceNotFound(InvalidRequest):
-    """A job names a datasource with no connection (FET-1020)."""
-
-    entry = catalogue.NO_JOB_CONNECTIONS
-
-
-class ConnectionNotAssigned(InvalidRequest):
-    entry = catalogue.CONNECTION_NOT_ASSIGNED
-
-
-class ProductMismatch(InvalidRequest):
-    entry = catalogue.PRODUCT_MISMATCH
-
-
-class ConnectionDown(InvalidRequest):
-    entry = catalogue.CONNECTION_DOWN
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,13 +151,12 @@ class RequestJob:
         found = await self.directory.resolve(names, tenant=tenant)
         if not found:
             named = ", ".join(f"'{name}'" for name in sorted(names))
-            raise JobDatasourceNotFound(
-                f"{JobDatasourceNotFound.default_message}: no connection is named {named}"
-            )
+            entry = catalogue.NO_JOB_CONNECTIONS
+            raise InvalidRequest(f"{entry.message}: no connection is named {named}", entry=entry)
         for name in names:
             if name not in found:
                 missing = catalogue.MISSING_DATA_SOURCE
-                raise JobDatasourceNotFound(missing.render(name=name), entry=missing)
+                raise InvalidRequest(missing.render(name=name), entry=missing)
         return found
 
     @staticmethod
@@ -186,14 +167,16 @@ class RequestJob:
             if connection.internal:
                 continue
             if not connection.product_name:
-                raise ConnectionNotAssigned(
+                raise InvalidRequest(
                     f"Connection '{name}' has no product assigned. "
-                    "Use the migration endpoint to assign it first."
+                    "Use the migration endpoint to assign it first.",
+                    entry=catalogue.CONNECTION_NOT_ASSIGNED,
                 )
             if connection.product_name != source:
-                raise ProductMismatch(
+                raise InvalidRequest(
                     f"Connection '{name}' does not belong to the product identified by "
-                    f"source '{request.source}'"
+                    f"source '{request.source}'",
+                    entry=catalogue.PRODUCT_MISMATCH,
                 )
 
     def _check_crm_keys(
@@ -274,8 +257,9 @@ class RequestJob:
                 return error
             except (DatasourceError, TimeoutError, FetcherError) as error:
                 log.info("connection %s failed its test: %s", connection.config_name, error)
-                return ConnectionDown(
-                    f"Connection '{connection.config_name}' is not available{_cause(error)}"
+                return InvalidRequest(
+                    f"Connection '{connection.config_name}' is not available{_cause(error)}",
+                    entry=catalogue.CONNECTION_DOWN,
                 )
             return None
 
@@ -288,7 +272,5 @@ class RequestJob:
 def _cause(error: BaseException) -> str:
     """The short, secret-free cause the adapter recognised (the one the connection's ``/test``
     route gives), as a sentence to append; nothing when it recognised none."""
-    reason = error.reason if isinstance(error, DatasourceError) else None
-    if reason is None and isinstance(error, TimeoutError):
-        reason = ConnectFailure.TIMED_OUT
+    reason = connect_failure(error)
     return f": {reason.value}" if reason is not None else ""
