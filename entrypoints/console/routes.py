@@ -358,9 +358,11 @@ class ConsoleController(Controller):
     ) -> Stream:
         del tenant
         console = _console(services)
-        if services.tenancy.multi_tenant or console.export_bundle is None:
+        if services.tenancy.multi_tenant:
             # A bundle holds every tenant's records: only a single-tenant deployment exports.
             raise PermissionDenied()
+        if console.export_bundle is None:
+            raise FetcherError(entry=catalogue.NOT_FOUND)  # no audit trail to export
         since = _moment(_query(request, "since"), "since")
         until = _moment(_query(request, "until"), "until")
         exported_at = rfc3339nano(datetime.now(UTC))

@@ -21,6 +21,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.conftest import ROOT, Processes, base_env, free_port
 from tests.e2e.test_docs_site import browser, open_page  # noqa: F401  (fixture)
+from tests.e2e.test_embedded_default import cli
 from tests.e2e.test_job_flow import PRODUCT
 from tests.integration.auth_servers import LocalIdentityProvider
 from tests.support.tcp_proxy import ThreadedTcpProxy
@@ -125,6 +126,7 @@ def test_operators_and_auditors_follow_jobs_and_their_proofs(
     source_database: str,
     slow_source: ThreadedTcpProxy,
     browser: Browser,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     api = served.api_url
     _register(api, "fast_pg", source_database, 5432, {"note": MARKUP})
@@ -207,10 +209,23 @@ def test_operators_and_auditors_follow_jobs_and_their_proofs(
     expect(page.locator("summary", has_text="accounts")).to_be_visible()
     _shot(page, "schema")
 
-    # Checkpoints: each signature checked.
+    # Checkpoints: each signature checked; a bundle downloaded here verifies offline.
     page.goto(f"{api}/console/checkpoints")
     expect(page.locator("section.checkpoints tbody tr").first).to_contain_text("valid")
     _shot(page, "checkpoints")
+    with page.expect_download() as downloading:
+        page.get_by_role("button", name="Download bundle").click()
+    bundle = tmp_path / "bundle.jsonl"
+    downloading.value.save_as(bundle)
+    data = Path(served.env["FETCHER_DATA_DIR"])
+    key_env = base_env(APP_ENC_KEY=(data / "master.key").read_text().strip())
+    public = cli("keys", "audit-public", "--raw", env=key_env).stdout.strip()
+    offline = cli(
+        "audit", "verify", "--bundle", str(bundle), "--public-key", public, env=base_env()
+    )
+    # The tampered job is in the bundle too: offline verification names it.
+    assert offline.returncode == 1, offline.stdout + offline.stderr
+    assert tampered in offline.stdout and "changed" in offline.stdout
 
     # A phone-sized screen reads the same list.
     page.set_viewport_size({"width": 390, "height": 844})
