@@ -18,7 +18,8 @@ engine**, whatever the column's collation; non-text columns match by their text.
 how it gets there in a ``FilterRules`` subclass in its ``statements`` module (PostgreSQL:
 ``COLLATE "C"`` for ordering; MySQL: binary comparison and a ``utf8mb4_bin`` ``LIKE``; SQL Server:
 a binary collation and a sentinel against padding; Oracle: binary NLS settings); the defaults here
-compare columns as they are.
+compare columns as they are. The checks of the values themselves (count, null, the ``like``
+pattern's trailing escape) are MongoDB's too: ``filter_fields``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,18 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Select, String, and_, cast, literal, or_
+from sqlalchemy import Select, String, and_, cast, literal, or_, select
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.selectable import TableClause
 
+from adapters.datasources.common.filter_fields import (
+    LIKE_ESCAPE,
+    ORDER,
+    FilterField,
+    known_operators,
+    place,
+)
 from adapters.datasources.common.sql_values import (
-    DATE_RE,
     EXPECTED,
     Kind,
     Unconvertible,
@@ -45,9 +53,6 @@ from domain.schema import TableRead
 
 __all__ = ["LIKE_ESCAPE", "ORDER", "FilterRules", "Kind", "column_kind", "filter_clauses"]
 
-LIKE_ESCAPE = "\\"
-ORDER: tuple[str, ...] = ("eq", "gt", "gte", "lt", "lte", "between", "in", "nin", "ne", "like")
-_NULL_OPS = frozenset({"eq", "in", "ne", "nin"})
 _COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
     "gt": operator.gt,
     "gte": operator.ge,
@@ -117,55 +122,29 @@ class FilterRules:
 NEUTRAL = FilterRules()
 
 
-def _shown(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else f"'{value}'"
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _ends_with_escape(pattern: str) -> bool:
-    trailing = len(pattern) - len(pattern.rstrip(LIKE_ESCAPE))
-    return trailing % 2 == 1
-
-
-class _Field:
-    """One filtered column: its expression, kind and how to report a bad value."""
+class _Field(FilterField):
+    """One filtered column: its expression, kind and the engine's rules."""
 
     def __init__(
         self, column: ColumnElement[Any], data_type: str, where: str, rules: FilterRules
     ) -> None:
+        kind = rules.kind(data_type)
+        timestamp = kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
+        super().__init__(where, data_type, _END_OF_DAY if timestamp else None)
         self.rules = rules
-        self.kind = rules.kind(data_type)
+        self.kind = kind
         self.data_type = data_type
-        self.where = where
         self.column = column
-        self.ordered = rules.ordered(column, self.kind, data_type)
-
-    def error(self, op: str, message: str) -> InvalidRequest:
-        return InvalidRequest(f"filter on {self.where}: operator '{op}' {message}")
+        self.ordered = rules.ordered(column, kind, data_type)
 
     def convert(self, op: str, value: Any) -> Any:
         try:
             return self.rules.convert(self.kind, self.data_type, value)
         except Unconvertible as error:
-            expected = error.expected or EXPECTED[self.kind]
-            raise self.error(
-                op, f"expects {expected} for column type '{self.data_type}', got {_shown(value)}"
-            ) from None
-
-    def values(self, op: str, raw: Sequence[Any]) -> tuple[bool, list[Any]]:
-        """(whether null was among the values, the other values converted)."""
-        has_null = any(v is None for v in raw)
-        if has_null and op not in _NULL_OPS:
-            raise self.error(op, "does not accept null (only eq, ne, in and nin do)")
-        return has_null, [self.convert(op, v) for v in raw if v is not None]
+            raise self.mismatch(op, error.expected or EXPECTED[self.kind], value) from None
 
     def operand(self, value: Any) -> ColumnElement[Any]:
         return self.rules.operand(self.kind, self.data_type, value)
-
-    def single(self, op: str, raw: Sequence[Any]) -> ColumnElement[Any]:
-        if len(raw) != 1:
-            raise self.error(op, f"must have exactly 1 value, got {len(raw)}")
-        return self.operand(self.values(op, raw)[1][0])
 
 
 def _members(f: _Field, op: str, raw: Sequence[Any]) -> ColumnElement[bool]:
@@ -185,27 +164,16 @@ def _non_members(f: _Field, op: str, raw: Sequence[Any]) -> ColumnElement[bool]:
 
 
 def _between(f: _Field, raw: Sequence[Any]) -> ColumnElement[bool]:
-    if len(raw) != 2:
-        raise f.error("between", f"must have exactly 2 values, got {len(raw)}")
-    _, (low, high) = f.values("between", raw)
-    if (
-        f.kind in (Kind.TIMESTAMP, Kind.TIMESTAMPTZ)
-        and isinstance(raw[1], str)
-        and DATE_RE.fullmatch(raw[1])
-    ):
-        high = high + _END_OF_DAY
+    low, high = f.bounds(raw)
     return and_(f.ordered >= f.operand(low), f.ordered <= f.operand(high))
 
 
 def _like(f: _Field, raw: Sequence[Any]) -> ColumnElement[bool]:
-    if len(raw) != 1 or not isinstance(raw[0], str):
-        raise f.error("like", "takes exactly 1 string pattern")
+    pattern = f.pattern(raw)
     try:
-        pattern = valid_text(raw[0])
+        valid_text(pattern)
     except Unconvertible:
         raise f.error("like", "takes a pattern of valid Unicode characters") from None
-    if _ends_with_escape(pattern):
-        raise f.error("like", f"pattern must not end with the escape character '{LIKE_ESCAPE}'")
     return f.rules.like(f.column, f.kind, f.data_type, pattern)
 
 
@@ -221,12 +189,7 @@ def filter_clauses(
 
     ``where`` names the field in error messages, e.g. ``"'orders.total' of database 'crm'"``.
     """
-    unknown = [op for op in condition if op not in ORDER]
-    if unknown:
-        raise InvalidRequest(
-            f"filter on {where}: unknown operator '{unknown[0]}' "
-            f"(expected one of {', '.join(ORDER)})"
-        )
+    known_operators(condition, where)
     f = _Field(column, data_type, where, rules)
     clauses: list[ColumnElement[bool]] = []
     for op in ORDER:
@@ -238,7 +201,7 @@ def filter_clauses(
         elif op in ("ne", "nin"):
             clauses.append(_non_members(f, op, raw))
         elif op in _COMPARISONS:
-            clauses.append(_COMPARISONS[op](f.ordered, f.single(op, raw)))
+            clauses.append(_COMPARISONS[op](f.ordered, f.operand(f.single(op, raw))))
         elif op == "between":
             clauses.append(_between(f, raw))
         else:
@@ -247,26 +210,31 @@ def filter_clauses(
 
 
 def filtered(
-    query: Select[Any],
+    source: TableClause,
+    outputs: Sequence[ColumnElement[Any]],
     read: TableRead,
     database: str,
-    column: Callable[[str], ColumnElement[Any]],
     *,
     rules: FilterRules,
+    column: Callable[[str], ColumnElement[Any]] | None = None,
 ) -> Select[Any]:
-    """``query`` with the filters of ``read`` AND-ed into its ``WHERE`` (unchanged without any).
+    """``SELECT outputs FROM source`` with the filters of ``read`` AND-ed into its ``WHERE``
+    (none without any).
 
-    ``column(field)`` is the statement's column for a filtered field (an engine may read a field
-    under another physical name); ``database`` names the datasource in error messages. A field
-    that is not a column of the table, or a value that does not fit, raises ``InvalidRequest``.
+    ``column(field)`` is the statement's column for a filtered field (by default ``source``'s
+    column of that name; an engine may read a field under another physical name); ``database``
+    names the datasource in error messages. A field that is not a column of the table, or a
+    value that does not fit, raises ``InvalidRequest``.
     """
+    query = select(*outputs).select_from(source)
+    lookup = column if column is not None else (lambda field: source.c[field])
     clauses: list[ColumnElement[bool]] = []
     for field, condition in read.filters.items():
         found = read.table.column(field)
-        where = f"'{read.result_key}.{field}' of database '{database}'"
+        where = place(read.result_key, field, database)
         if found is None:
             raise InvalidRequest(f"filter on {where}: the field is not a column of the table")
         clauses.extend(
-            filter_clauses(column(field), found.data_type, condition, where=where, rules=rules)
+            filter_clauses(lookup(field), found.data_type, condition, where=where, rules=rules)
         )
     return query.where(and_(*clauses)) if clauses else query

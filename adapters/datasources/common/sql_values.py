@@ -98,8 +98,8 @@ _INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "
              "int8": 64, "tinyint": 8, "mediumint": 24}
 # fmt: on
 _PARAMS_RE = re.compile(r"\([^)]*\)")
-_INTEGER_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+INTEGER_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 
 
@@ -129,7 +129,7 @@ def _integer(value: Any, data_type: str) -> int:
         result = value
     elif isinstance(value, float) and value.is_integer():
         result = int(value)
-    elif isinstance(value, str) and _INTEGER_RE.fullmatch(value):
+    elif isinstance(value, str) and INTEGER_RE.fullmatch(value):
         result = int(value)
     else:
         raise Unconvertible
@@ -144,19 +144,20 @@ def _integer(value: Any, data_type: str) -> int:
     return result
 
 
-def _numeric_text(value: Any) -> str:
+def numeric_text(value: Any) -> str:
+    """The decimal text of a number or of a decimal string (not of a boolean)."""
     if isinstance(value, bool):
         raise Unconvertible
     if isinstance(value, int | float):
         return repr(value)
-    if isinstance(value, str) and _DECIMAL_RE.fullmatch(value):
+    if isinstance(value, str) and DECIMAL_RE.fullmatch(value):
         return value
     raise Unconvertible
 
 
-def _numeric(value: Any, data_type: str) -> Decimal:
+def _numeric(value: Any) -> Decimal:
     try:
-        result = Decimal(_numeric_text(value))
+        result = Decimal(numeric_text(value))
     except InvalidOperation as error:
         raise Unconvertible from error
     if not result.is_finite():
@@ -164,14 +165,15 @@ def _numeric(value: Any, data_type: str) -> Decimal:
     return result
 
 
-def _float(value: Any, data_type: str) -> float:
-    result = float(_numeric_text(value))
+def _float(value: Any) -> float:
+    result = float(numeric_text(value))
     if result != result or result in (float("inf"), float("-inf")):
         raise Unconvertible
     return result
 
 
-def _boolean(value: Any, data_type: str) -> bool:
+def boolean(value: Any) -> bool:
+    """``true``/``false``, their strings in any case, or ``0``/``1``."""
     if isinstance(value, bool):
         return value
     if isinstance(value, int | float) and value in (0, 1):
@@ -181,7 +183,7 @@ def _boolean(value: Any, data_type: str) -> bool:
     raise Unconvertible
 
 
-def _date(value: Any, data_type: str) -> date:
+def _date(value: Any) -> date:
     if not isinstance(value, str) or not DATE_RE.fullmatch(value):
         raise Unconvertible
     return date.fromisoformat(value)
@@ -193,14 +195,14 @@ def _datetime(value: Any) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def _timestamp(value: Any, data_type: str) -> datetime:
+def _timestamp(value: Any) -> datetime:
     result = _datetime(value)
     if result.tzinfo is not None:
         result = result.astimezone(UTC).replace(tzinfo=None)
     return result
 
 
-def _timestamptz(value: Any, data_type: str) -> datetime:
+def _timestamptz(value: Any) -> datetime:
     result = _datetime(value)
     return result.replace(tzinfo=UTC) if result.tzinfo is None else result
 
@@ -211,19 +213,20 @@ def _time_of_day(value: Any) -> time:
     return time.fromisoformat(value)
 
 
-def _time(value: Any, data_type: str) -> time:
+def _time(value: Any) -> time:
     result = _time_of_day(value)
     if result.tzinfo is not None:
         raise Unconvertible
     return result
 
 
-def _timetz(value: Any, data_type: str) -> time:
+def _timetz(value: Any) -> time:
     result = _time_of_day(value)
     return result.replace(tzinfo=UTC) if result.tzinfo is None else result
 
 
-def _uuid(value: Any, data_type: str) -> UUID:
+def uuid_value(value: Any) -> UUID:
+    """A UUID from its string."""
     if not isinstance(value, str):
         raise Unconvertible
     return UUID(value)
@@ -238,9 +241,10 @@ def valid_text(value: str) -> str:
     return value
 
 
-def _text(value: Any, data_type: str) -> str:
+def as_text(value: Any) -> str:
+    """A string as it is, or a number's decimal text (an integral float without ``.0``)."""
     if isinstance(value, str):
-        return valid_text(value)
+        return value
     if isinstance(value, bool):
         raise Unconvertible
     if isinstance(value, int):
@@ -250,17 +254,21 @@ def _text(value: Any, data_type: str) -> str:
     raise Unconvertible
 
 
-_CONVERTERS: dict[Kind, Callable[[Any, str], Any]] = {
-    Kind.INTEGER: _integer,
+def _text(value: Any) -> str:
+    return valid_text(as_text(value))
+
+
+# Every kind but INTEGER, whose range depends on the column type.
+_CONVERTERS: dict[Kind, Callable[[Any], Any]] = {
     Kind.NUMERIC: _numeric,
     Kind.FLOAT: _float,
-    Kind.BOOLEAN: _boolean,
+    Kind.BOOLEAN: boolean,
     Kind.DATE: _date,
     Kind.TIMESTAMP: _timestamp,
     Kind.TIMESTAMPTZ: _timestamptz,
     Kind.TIME: _time,
     Kind.TIMETZ: _timetz,
-    Kind.UUID: _uuid,
+    Kind.UUID: uuid_value,
     Kind.TEXT: _text,
     Kind.OTHER: _text,
 }
@@ -269,6 +277,8 @@ _CONVERTERS: dict[Kind, Callable[[Any, str], Any]] = {
 def convert(kind: Kind, value: Any, data_type: str) -> Any:
     """The Python value to bind for a JSON filter value, or ``Unconvertible``."""
     try:
-        return _CONVERTERS[kind](value, data_type)
+        if kind is Kind.INTEGER:
+            return _integer(value, data_type)
+        return _CONVERTERS[kind](value)
     except (ValueError, OverflowError) as error:
         raise Unconvertible from error

@@ -33,8 +33,9 @@ from typing import Any
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from adapters.datasources.common.filter_fields import place
 from adapters.datasources.mongodb.schema import field_type
-from adapters.datasources.mongodb.statements import field_conditions, merge
+from adapters.datasources.mongodb.statements import field_conditions, merge, requested_fields
 from adapters.datasources.mongodb.values import top_level
 from application.errors import DatasourceDataError
 from domain import crm
@@ -110,15 +111,13 @@ class CrmQuery:
 def crm_query(endpoint: Endpoint, read: TableRead, keys: CrmKeys) -> CrmQuery | None:
     """The read of one logical collection, or ``None`` when no field is asked for. A filter on
     a searched field compares hashes; one it cannot answer raises ``InvalidRequest``."""
-    names = tuple(sorted({c.name for c in read.columns}))
+    names, whole, types = requested_fields(read)
     if not names:
         return None
-    whole = {c.name for c in read.table.columns} <= set(names)
-    types = {c.name: c.data_type for c in read.table.columns}
     database = endpoint.database_name
 
     def where(name: str) -> str:
-        return f"'{read.result_key}.{name}' of database '{database}'"
+        return place(read.result_key, name, database)
 
     conditions: list[tuple[str | None, dict[str, Any]]] = []
     for name, condition in read.filters.items():

@@ -21,7 +21,11 @@ from pymongo.errors import ConnectionFailure, OperationFailure, PyMongoError
 
 from adapters.datasources.common.encoding import paused_gc
 from adapters.datasources.common.failures import unavailable
-from adapters.datasources.common.reader_base import EngineReader, ReaderSettings
+from adapters.datasources.common.reader_base import (
+    EngineReader,
+    ReaderSettings,
+    discovery_failed,
+)
 from adapters.datasources.mongodb.connection import new_client
 from adapters.datasources.mongodb.crm import (
     CrmQuery,
@@ -35,7 +39,7 @@ from adapters.datasources.mongodb.crm import (
 from adapters.datasources.mongodb.schema import sampled_table
 from adapters.datasources.mongodb.statements import Query, find_query
 from adapters.datasources.mongodb.values import bson_value, top_level
-from application.errors import DatasourceError, DatasourceQueryFailed
+from application.errors import DatasourceQueryFailed
 from application.ports.datasource_reader import PreparedReads, RowChunk
 from domain.connection import Endpoint
 from domain.crm import CrmKeys
@@ -105,9 +109,7 @@ class MongoReader(EngineReader[Query | CrmQuery]):
         except FetcherError:
             raise
         except Exception as error:
-            raise DatasourceError(
-                "failed to discover datasource schema", stage="discover"
-            ) from error
+            raise discovery_failed(error) from error
         finally:
             await client.close()
         if endpoint.plugin_crm:

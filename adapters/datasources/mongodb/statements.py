@@ -28,13 +28,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from adapters.datasources.mongodb.values import CONVERTERS, DATE_RE, EXPECTED, Unconvertible
+from adapters.datasources.common.filter_fields import ORDER, FilterField, known_operators, place
+from adapters.datasources.mongodb.values import CONVERTERS, EXPECTED, Unconvertible
 from domain.connection import Endpoint
-from domain.errors import InvalidRequest
 from domain.schema import TableRead
 
-ORDER: tuple[str, ...] = ("eq", "gt", "gte", "lt", "lte", "between", "in", "nin", "ne", "like")
-_NULL_OPS = frozenset({"eq", "in", "ne", "nin"})
 _COMPARISONS = {"gt": "$gt", "gte": "$gte", "lt": "$lt", "lte": "$lte"}
 _TEXT_TYPES = frozenset({"string", "mixed", "null", "regex", "symbol"})
 
@@ -58,20 +56,14 @@ def like_regex(pattern: str) -> str:
     return "^" + "".join(parts) + r"(?![\s\S])"
 
 
-def _shown(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else f"'{value}'"
-    return text if len(text) <= 80 else text[:77] + "..."
+class _Field(FilterField):
+    subject = "field"
 
-
-class _Field:
     def __init__(self, name: str, bson_type: str, where: str) -> None:
+        super().__init__(where, bson_type, _END_OF_DAY if bson_type == "date" else None)
         self.name = name
         self.bson_type = bson_type
-        self.where = where
         self._convert = CONVERTERS.get(bson_type)
-
-    def error(self, op: str, message: str) -> InvalidRequest:
-        return InvalidRequest(f"filter on {self.where}: operator '{op}' {message}")
 
     def convert(self, op: str, value: Any) -> Any:
         if self._convert is None:
@@ -79,22 +71,7 @@ class _Field:
         try:
             return self._convert(value)
         except (Unconvertible, ValueError, OverflowError):
-            raise self.error(
-                op,
-                f"expects {EXPECTED[self.bson_type]} for field type '{self.bson_type}', "
-                f"got {_shown(value)}",
-            ) from None
-
-    def values(self, op: str, raw: Sequence[Any]) -> tuple[bool, list[Any]]:
-        has_null = any(v is None for v in raw)
-        if has_null and op not in _NULL_OPS:
-            raise self.error(op, "does not accept null (only eq, ne, in and nin do)")
-        return has_null, [self.convert(op, v) for v in raw if v is not None]
-
-    def single(self, op: str, raw: Sequence[Any]) -> Any:
-        if len(raw) != 1:
-            raise self.error(op, f"must have exactly 1 value, got {len(raw)}")
-        return self.values(op, raw)[1][0]
+            raise self.mismatch(op, EXPECTED[self.bson_type], value) from None
 
 
 def _members(f: _Field, op: str, raw: Sequence[Any]) -> dict[str, Any]:
@@ -112,21 +89,13 @@ def _non_members(f: _Field, op: str, raw: Sequence[Any]) -> dict[str, Any]:
 
 
 def _between(f: _Field, raw: Sequence[Any]) -> dict[str, Any]:
-    if len(raw) != 2:
-        raise f.error("between", f"must have exactly 2 values, got {len(raw)}")
-    _, (low, high) = f.values("between", raw)
-    if f.bson_type == "date" and isinstance(raw[1], str) and DATE_RE.fullmatch(raw[1]):
-        high = high + _END_OF_DAY
+    low, high = f.bounds(raw)
     return {"$gte": low, "$lte": high}
 
 
 def _like(f: _Field, raw: Sequence[Any]) -> tuple[bool, dict[str, Any]]:
     """(whether the condition is a whole ``$expr`` rather than one field's, the condition)"""
-    if len(raw) != 1 or not isinstance(raw[0], str):
-        raise f.error("like", "takes exactly 1 string pattern")
-    if (len(raw[0]) - len(raw[0].rstrip("\\"))) % 2:
-        raise f.error("like", "pattern must not end with the escape character '\\'")
-    regex = like_regex(raw[0])
+    regex = like_regex(f.pattern(raw))
     if f.bson_type in _TEXT_TYPES or f.bson_type not in EXPECTED:
         return False, {"$regex": regex, "$options": "s"}
     as_text = {"$toString": "$" + f.name}
@@ -138,12 +107,7 @@ def field_conditions(
 ) -> list[tuple[str | None, dict[str, Any]]]:
     """``(field, operator document)`` pairs for one field, in the reference's order; the field
     is ``None`` for a condition that is a whole query document (``$expr``)."""
-    unknown = [op for op in condition if op not in ORDER]
-    if unknown:
-        raise InvalidRequest(
-            f"filter on {where}: unknown operator '{unknown[0]}' "
-            f"(expected one of {', '.join(ORDER)})"
-        )
+    known_operators(condition, where)
     f = _Field(name, bson_type, where)
     found: list[tuple[str | None, dict[str, Any]]] = []
     for op in ORDER:
@@ -214,19 +178,24 @@ class Query:
     projection: dict[str, int] | None
 
 
+def requested_fields(read: TableRead) -> tuple[tuple[str, ...], bool, dict[str, str]]:
+    """The fields ``read`` asks for (sorted; none: nothing to read), whether they are every
+    discovered field (documents come whole), and each discovered field's sampled type."""
+    names = tuple(sorted({c.name for c in read.columns}))
+    whole = {c.name for c in read.table.columns} <= set(names)
+    types = {c.name: c.data_type for c in read.table.columns}
+    return names, whole, types
+
+
 def find_query(endpoint: Endpoint, read: TableRead) -> Query | None:
     """The query reading one collection, or ``None`` when no field is asked for; a filter that
     does not fit raises ``InvalidRequest``."""
-    names = tuple(sorted({c.name for c in read.columns}))
+    names, whole, types = requested_fields(read)
     if not names:
         return None
-    whole = {c.name for c in read.table.columns} <= set(names)
-    types = {c.name: c.data_type for c in read.table.columns}
     database = endpoint.database_name
     query = mongo_filter(
-        read.filters,
-        types,
-        where=lambda field: f"'{read.result_key}.{field}' of database '{database}'",
+        read.filters, types, where=lambda field: place(read.result_key, field, database)
     )
     projection = None
     if not whole:

@@ -22,7 +22,8 @@ minKey, maxKey       ``"MinKey"``, ``"MaxKey"``
 ===================  ===========================================================================
 
 Filter values: one that does not convert raises ``Unconvertible``; ``statements`` reports it as
-``InvalidRequest`` naming ``EXPECTED[type]``:
+``InvalidRequest`` naming ``EXPECTED[type]``. Booleans, UUIDs, strings and decimal numbers are read
+by the SQL engines' parsers (``common.sql_values``), which raise the same ``Unconvertible``:
 
 ============================  ======================================================================
 field type                    accepted JSON values → query value
@@ -47,16 +48,25 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
-from uuid import UUID
 
 from bson import Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 from bson.datetime_ms import DatetimeMS
 from bson.dbref import DBRef
 
+from adapters.datasources.common.sql_values import (
+    DATE_RE,
+    DECIMAL_RE,
+    INTEGER_RE,
+    Unconvertible,
+    as_text,
+    boolean,
+    numeric_text,
+    uuid_value,
+)
+
+__all__ = ["CONVERTERS", "EXPECTED", "Unconvertible", "bson_value", "top_level"]
+
 _OBJECT_ID_RE = re.compile(r"[0-9a-fA-F]{24}", re.ASCII)
-_INTEGER_RE = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
-DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 
 
 def bson_value(value: Any) -> Any:
@@ -104,10 +114,6 @@ EXPECTED = {
 }
 
 
-class Unconvertible(Exception):
-    pass
-
-
 def _object_id(value: Any) -> ObjectId:
     if isinstance(value, str) and _OBJECT_ID_RE.fullmatch(value):
         return ObjectId(value)
@@ -129,9 +135,9 @@ def _number(value: Any) -> int | float:
     if isinstance(value, float):
         return int(value) if value.is_integer() else value
     if isinstance(value, str):
-        if _INTEGER_RE.fullmatch(value):
+        if INTEGER_RE.fullmatch(value):
             return int(value)
-        if _DECIMAL_RE.fullmatch(value):
+        if DECIMAL_RE.fullmatch(value):
             result = float(value)
             if result in (float("inf"), float("-inf")):
                 raise Unconvertible
@@ -140,46 +146,11 @@ def _number(value: Any) -> int | float:
 
 
 def _decimal(value: Any) -> Decimal128:
-    if isinstance(value, bool):
-        raise Unconvertible
-    if isinstance(value, int | float):
-        text = repr(value)
-    elif isinstance(value, str) and _DECIMAL_RE.fullmatch(value):
-        text = value
-    else:
-        raise Unconvertible
+    text = numeric_text(value)
     try:
         return Decimal128(Decimal(text))
     except (InvalidOperation, ValueError) as error:
         raise Unconvertible from error
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise Unconvertible
-
-
-def _string(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        raise Unconvertible
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    raise Unconvertible
-
-
-def _uuid(value: Any) -> UUID:
-    if not isinstance(value, str):
-        raise Unconvertible
-    return UUID(value)
 
 
 CONVERTERS: dict[str, Callable[[Any], Any]] = {
@@ -189,7 +160,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "long": _number,
     "double": _number,
     "decimal": _decimal,
-    "bool": _bool,
-    "string": _string,
-    "uuid": _uuid,
+    "bool": boolean,
+    "string": as_text,
+    "uuid": uuid_value,
 }

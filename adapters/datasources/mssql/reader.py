@@ -1,9 +1,9 @@
 """SQL Server datasource reader through aioodbc: connection test, discovery, streamed extraction.
 
 Connection strings and SSL modes: ``connection``. Statements, discovery and filters:
-``statements``. Row encoding (the common result format): ``values``. Each statement is read with
-``fetchmany`` in chunks of ``chunk_rows``, each chunk encoded by
-``adapters.datasources.common.encoding.RowEncoder``.
+``statements``. Row encoding (the common result format): ``values``. A ``ConnectingReader``
+(``common.reader_base``): every call connects and closes after; each statement is read through
+an aioodbc cursor by ``encoded_chunks``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ from typing import Any, Unpack
 
 from adapters.datasources.common.failures import unavailable
 from adapters.datasources.common.reader_base import (
-    EngineReader,
+    ConnectingReader,
     ReaderSettings,
-    discovery_failed,
     encoded_chunks,
-    on_connection,
 )
 from adapters.datasources.mssql.connection import (
     DEFAULT_DRIVER,
@@ -34,13 +32,13 @@ from adapters.datasources.mssql.statements import (
     select_statement,
 )
 from application.errors import DatasourceQueryFailed
-from application.ports.datasource_reader import PreparedReads, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 
 
-class SqlServerReader(EngineReader[Statement]):
+class SqlServerReader(ConnectingReader[Statement, Any]):
     """Reads SQL Server datasources. Holds no connection between calls.
 
     ``driver`` names the ODBC driver; ``None`` picks Microsoft's driver 18 when it is installed,
@@ -82,26 +80,10 @@ class SqlServerReader(EngineReader[Statement]):
         except Exception as error:
             raise unavailable(error) from error
 
-    @staticmethod
-    async def _close(connection: Any) -> None:
-        try:
-            await connection.close()
-        except Exception:
-            pass
-
-    async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        async def ping(connection: Any) -> None:
-            cursor = await connection.execute("SELECT 1")
-            await cursor.fetchone()
-            await cursor.close()
-
-        await on_connection(
-            lambda: self._connect(endpoint, timeout),
-            ping,
-            self._close,
-            timeout=timeout,
-            failure=unavailable,
-        )
+    async def _ping(self, connection: Any) -> None:
+        cursor = await connection.execute("SELECT 1")
+        await cursor.fetchone()
+        await cursor.close()
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         schemas = list(scope) or [endpoint.schema or DEFAULT_SCHEMA_NAME]
@@ -113,32 +95,10 @@ class SqlServerReader(EngineReader[Statement]):
             await cursor.close()
             return records
 
-        records = await on_connection(
-            lambda: self._connect(endpoint, self._connect_timeout),
-            read,
-            self._close,
-            timeout=self._discover_timeout,
-            failure=discovery_failed,
-        )
-        return discovered_schema(records)
+        return discovered_schema(await self._discovered(endpoint, read))
 
     def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
         return select_statement(endpoint, read)
-
-    async def stream(
-        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
-    ) -> AsyncGenerator[RowChunk, None]:
-        statements = prepared.steps
-        if not statements:
-            return
-        connection = await self._connect(endpoint, self._connect_timeout)
-        try:
-            for statement in statements:
-                async with aclosing(self._stream(connection, statement)) as chunks:
-                    async for chunk in chunks:
-                        yield chunk
-        finally:
-            await self._close(connection)
 
     async def _stream(
         self, connection: Any, statement: Statement

@@ -17,26 +17,28 @@ the same way, with ``[`` a plain character. ``bit`` is boolean, ``tinyint`` 0-25
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache
 from typing import Any
-from typing import cast as typing_cast
 
 from sqlalchemy import and_, case, cast, literal, literal_column, select, table
 from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.mssql import NVARCHAR
 from sqlalchemy.dialects.mssql.base import MSTypeCompiler
 from sqlalchemy.dialects.mssql.pyodbc import MSDialect_pyodbc
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import ClauseElement, ColumnElement, quoted_name
+from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
-from adapters.datasources.common.encoding import RowEncoder
 from adapters.datasources.common.sql_filters import (
     LIKE_ESCAPE,
     FilterRules,
     Kind,
     column_kind,
     filtered,
+)
+from adapters.datasources.common.sql_statements import (
+    EncodedStatement,
+    encoded_statement,
+    positional,
+    quoted_table,
+    requested,
 )
 from adapters.datasources.common.sql_values import type_name
 from adapters.datasources.mssql.values import SPATIAL_TYPES, converter, output
@@ -61,23 +63,13 @@ class _Dialect(MSDialect_pyodbc):
     type_compiler_cls = _TypeCompiler
 
 
-@cache
-def _dialect() -> _Dialect:
-    # SQLAlchemy's dialect constructors are unannotated.
-    return _Dialect(paramstyle="qmark")  # type: ignore[no-untyped-call]
+# SQLAlchemy's dialect constructors are unannotated.
+_DIALECT = _Dialect(paramstyle="qmark")  # type: ignore[no-untyped-call]
 
 
 def to_pyodbc(statement: ClauseElement) -> tuple[str, tuple[Any, ...]]:
     """SQL text with ``?`` placeholders and the values in their order, as pyodbc takes them."""
-    compiled = typing_cast(
-        SQLCompiler,
-        statement.compile(dialect=_dialect(), compile_kwargs={"render_postcompile": True}),
-    )
-    return compiled.string, tuple(compiled.params[n] for n in compiled.positiontup or ())
-
-
-def _name(value: str) -> quoted_name:
-    return quoted_name(value, quote=True)
+    return positional(statement, _DIALECT)
 
 
 def discovery_statement(schemas: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
@@ -264,36 +256,16 @@ class SqlServerRules(FilterRules):
 RULES = SqlServerRules()
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    result_key: str
-    sql: str
-    params: tuple[Any, ...]
-    encoder: RowEncoder
+Statement = EncodedStatement[tuple[Any, ...]]
 
 
 def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
     """The statement reading one table, or ``None`` when no column is asked for."""
-    chosen = {c.name: c for c in read.columns}
-    names = sorted(chosen)
+    chosen, names = requested(read)
     if not names:
         return None
     wanted = sorted(set(names) | set(read.filters))
-    source = table(
-        _name(read.table.name),
-        *(sql_column(_name(n)) for n in wanted),
-        schema=_name(read.table.schema) if read.table.schema else None,
-    )
+    source = quoted_table(read.table.name, read.table.schema, wanted)
     outputs = [output(source.c[n], chosen[n].data_type) for n in names]
-    query = filtered(
-        select(*outputs).select_from(source),
-        read,
-        endpoint.database_name,
-        lambda field: source.c[field],
-        rules=RULES,
-    )
-    sql, params = to_pyodbc(query)
-    converters = {
-        i: f for i, n in enumerate(names) if (f := converter(chosen[n].data_type)) is not None
-    }
-    return Statement(read.result_key, sql, params, RowEncoder(names, converters))
+    query = filtered(source, outputs, read, endpoint.database_name, rules=RULES)
+    return encoded_statement(read, chosen, names, to_pyodbc(query), converter)

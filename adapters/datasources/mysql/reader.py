@@ -12,23 +12,18 @@ chunk encoded by msgspec (``adapters.datasources.common.encoding``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from itertools import starmap
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import aiomysql
 import msgspec
 import pymysql
 
 from adapters.datasources.common.encoding import paused_gc
-from adapters.datasources.common.pools import ConnectionPools, SimplePool
-from adapters.datasources.common.reader_base import (
-    EngineReader,
-    ReaderSettings,
-    discovery_failed,
-    on_connection,
-)
+from adapters.datasources.common.pools import SimplePool
+from adapters.datasources.common.reader_base import PooledReader, ReaderSettings
 from adapters.datasources.mysql.connection import close, connect, unavailable
 from adapters.datasources.mysql.statements import (
     DISCOVER_SQL,
@@ -38,9 +33,8 @@ from adapters.datasources.mysql.statements import (
     select_statement,
 )
 from application.errors import DatasourceQueryFailed
-from application.ports.datasource_reader import PreparedReads, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
-from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
@@ -65,58 +59,51 @@ def _drop(connection: aiomysql.Connection) -> None:
     connection.close()
 
 
-async def _close_pool(pool: SimplePool[aiomysql.Connection]) -> None:
-    await pool.close()
+_Pool = SimplePool[aiomysql.Connection]
+T = TypeVar("T")
 
 
-class MySqlReader(EngineReader[Statement]):
+class MySqlReader(PooledReader[Statement, _Pool, aiomysql.Connection]):
     """Reads MySQL and MariaDB datasources. Discovery and extraction of a stored connection
     lease a connection from its pool (``common.pools``); ``test`` always opens a fresh one."""
+
+    # The connections of ``connection``: its errors, connect and close.
+    _unavailable = staticmethod(unavailable)
+    _connect = staticmethod(connect)
+    _close = staticmethod(close)
 
     def __init__(self, **settings: Unpack[ReaderSettings]) -> None:
         super().__init__(**settings)
         self._encoder = msgspec.json.Encoder()
-        timeout = self._connect_timeout
 
-        async def open_pool(
-            endpoint: Endpoint, size: int, idle: float
-        ) -> SimplePool[aiomysql.Connection]:
-            return SimplePool(
-                lambda: connect(endpoint, timeout),
-                close,
-                _drop,
-                size=size,
-                idle_seconds=idle,
-            )
+    async def _ping(self, connection: aiomysql.Connection) -> None:
+        async with connection.cursor() as cursor:
+            await cursor.execute("SELECT 1")
+            await cursor.fetchall()
 
-        self._pools: ConnectionPools[SimplePool[aiomysql.Connection], aiomysql.Connection] = (
-            ConnectionPools(
-                open_pool=open_pool,
-                close_pool=_close_pool,
-                connect=lambda endpoint: connect(endpoint, timeout),
-                close=close,
-                failure=unavailable,
-                size=self._pool_size,
-                idle_seconds=self._pool_idle_seconds,
-            )
+    async def _open_pool(self, endpoint: Endpoint, size: int, idle_seconds: float) -> _Pool:
+        return SimplePool(
+            lambda: connect(endpoint, self._connect_timeout),
+            close,
+            _drop,
+            size=size,
+            idle_seconds=idle_seconds,
         )
 
-    @property
-    def pools(self) -> ConnectionPools[SimplePool[aiomysql.Connection], aiomysql.Connection]:
-        return self._pools
+    async def _close_pool(self, pool: _Pool) -> None:
+        await pool.close()
 
-    async def aclose(self) -> None:
-        await self._pools.aclose()
-
-    async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        async def ping(connection: aiomysql.Connection) -> None:
-            async with connection.cursor() as cursor:
-                await cursor.execute("SELECT 1")
-                await cursor.fetchall()
-
-        await on_connection(
-            lambda: connect(endpoint, timeout), ping, close, timeout=timeout, failure=unavailable
-        )
+    async def _on_lease(
+        self, endpoint: Endpoint, work: Callable[[aiomysql.Connection], Awaitable[T]]
+    ) -> T:
+        """As on every pooled reader, but once more, at once, on a new connection when a kept
+        session turned out closed (not a retry library's loop)."""
+        try:
+            return await super()._on_lease(endpoint, work)
+        except _QUERY_ERRORS as error:
+            if not _lost(error):
+                raise
+        return await super()._on_lease(endpoint, work)
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         """Base tables of the connected database; ``scope`` is ignored (reference §3.8)."""
@@ -131,36 +118,20 @@ class MySqlReader(EngineReader[Statement]):
                     checks = await cursor.fetchall()
             return records, checks
 
-        try:
-            async with asyncio.timeout(self._discover_timeout):
-                # Not a retry library's loop: one more try, at once, only when a kept session
-                # turned out closed.
-                for attempt in (1, 2):
-                    try:
-                        async with self._pools.connection(endpoint) as connection:
-                            records, checks = await read(connection)
-                        break
-                    except _QUERY_ERRORS as error:
-                        if attempt == 2 or not _lost(error):  # else: a closed kept session
-                            raise
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise discovery_failed(error) from error
+        records, checks = await self._discovered(endpoint, read)
         return discovered_schema(records, checks)
 
     def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
         return select_statement(endpoint, read)
 
-    async def stream(
-        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
-    ) -> AsyncGenerator[RowChunk, None]:
-        statements = prepared.steps
-        if not statements:
-            return
+    @asynccontextmanager
+    async def _session(self, endpoint: Endpoint) -> AsyncIterator[aiomysql.Connection]:
+        """A leased connection in one ``REPEATABLE READ`` read-only transaction with a
+        consistent snapshot, committed after the last step."""
         # A lease that ends early or with an error drops its connection (``_drop``): an
         # unbuffered result would have to be read to its end before the session is usable.
-        # Not a retry library's loop: one more try, at once, only when a kept session was closed.
+        # Not a retry library's loop: one more try, at once, only when a kept session was closed
+        # (before anything was read).
         for attempt in (1, 2):
             try:
                 async with self._pools.connection(endpoint) as connection:
@@ -173,10 +144,7 @@ class MySqlReader(EngineReader[Statement]):
                         if attempt == 1 and _lost(error):
                             raise _LostSession() from error  # drops it; once more on a new one
                         raise DatasourceQueryFailed() from error
-                    for statement in statements:
-                        async with aclosing(self._stream(connection, statement)) as chunks:
-                            async for chunk in chunks:
-                                yield chunk
+                    yield connection
                     try:
                         async with asyncio.timeout(self._query_timeout):
                             await connection.commit()  # ends the snapshot; reusable again

@@ -17,15 +17,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
-from typing import cast as typing_cast
 
-from sqlalchemy import LargeBinary, and_, case, cast, literal, select, table
+from sqlalchemy import LargeBinary, and_, case, cast, literal, table
 from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.mysql import CHAR
 from sqlalchemy.dialects.mysql.base import MySQLDialect
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 from adapters.datasources.common.encoding import row_factory
@@ -36,6 +33,7 @@ from adapters.datasources.common.sql_filters import (
     column_kind,
     filtered,
 )
+from adapters.datasources.common.sql_statements import positional, requested
 from adapters.datasources.common.sql_values import Unconvertible, type_name
 from adapters.datasources.mysql.values import BOOLEAN_TYPES, SPATIAL_TYPES, output
 from domain.connection import Endpoint
@@ -122,19 +120,13 @@ class MySqlRules(FilterRules):
 RULES = MySqlRules()
 
 
-@cache
-def _dialect() -> MySQLDialect:
-    return MySQLDialect(paramstyle="format")
+_DIALECT = MySQLDialect(paramstyle="format")
 
 
 def to_mysql(statement: ClauseElement) -> tuple[str, tuple[Any, ...]]:
     """SQL text with ``%s`` placeholders and the positional values, as aiomysql takes them
     (always a tuple, so that the driver turns SQLAlchemy's ``%%`` back into ``%``)."""
-    compiled = typing_cast(
-        SQLCompiler,
-        statement.compile(dialect=_dialect(), compile_kwargs={"render_postcompile": True}),
-    )
-    return compiled.string, tuple(compiled.params[name] for name in compiled.positiontup or ())
+    return positional(statement, _DIALECT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +140,7 @@ class Statement:
 def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
     """The statement reading one table, or ``None`` when no column is asked for; a filter that
     does not fit raises ``InvalidRequest``."""
-    chosen = {c.name: c for c in read.columns}
-    names = sorted(chosen)
+    chosen, names = requested(read)
     if not names:
         return None
     wanted = set(names) | set(read.filters)
@@ -161,13 +152,7 @@ def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
         outputs.append(expression.label(name))
         if convert is not None:
             converters[index] = convert
-    query = filtered(
-        select(*outputs).select_from(source),
-        read,
-        endpoint.database_name,
-        lambda field: source.c[field],
-        rules=RULES,
-    )
+    query = filtered(source, outputs, read, endpoint.database_name, rules=RULES)
     sql, params = to_mysql(query)
     return Statement(read.result_key, sql, params, row_factory(names, converters))
 

@@ -3,9 +3,9 @@ discovery, streamed extraction.
 
 Connection arguments and SSL modes: ``connection``. Discovery, statements and filters:
 ``statements``; every extraction session first runs its ``SESSION_SQL`` (binary text
-comparison). Row encoding (the common result format): ``values``. Each statement is read with
-``fetchmany`` in chunks of ``chunk_rows``, each chunk encoded by
-``adapters.datasources.common.encoding.RowEncoder``.
+comparison). Row encoding (the common result format): ``values``. Connections are opened per
+call (``common.reader_base.ConnectingReader``); a statement's cursor fetches ``chunk_rows`` rows a
+round trip, read by ``encoded_chunks``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ from typing import cast as typing_cast
 import oracledb
 
 from adapters.datasources.common.failures import unavailable
-from adapters.datasources.common.reader_base import (
-    EngineReader,
-    discovery_failed,
-    encoded_chunks,
-    on_connection,
-)
+from adapters.datasources.common.reader_base import ConnectingReader, encoded_chunks
 from adapters.datasources.oracle.connection import connect_arguments
 from adapters.datasources.oracle.statements import (
     SESSION_SQL,
@@ -35,13 +30,14 @@ from adapters.datasources.oracle.statements import (
 )
 from adapters.datasources.oracle.values import output_type_handler
 from application.errors import DatasourceQueryFailed
-from application.ports.datasource_reader import PreparedReads, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
 from domain.schema import Schema, TableRead
 
 
-class OracleReader(EngineReader[Statement]):
-    """Reads Oracle datasources. Holds no connection between calls."""
+class OracleReader(ConnectingReader[Statement, oracledb.AsyncConnection]):
+    """Reads Oracle datasources. Holds no connection between calls; every extraction session
+    first runs ``SESSION_SQL``."""
 
     async def _connect(self, endpoint: Endpoint, timeout: float) -> oracledb.AsyncConnection:
         arguments = connect_arguments(endpoint, timeout)
@@ -57,21 +53,15 @@ class OracleReader(EngineReader[Statement]):
         connection.outputtypehandler = output_type_handler
         return connection
 
-    @staticmethod
-    async def _close(connection: oracledb.AsyncConnection) -> None:
-        try:
-            await connection.close()
-        except Exception:
-            pass
+    async def _ping(self, connection: oracledb.AsyncConnection) -> None:
+        await connection.ping()
 
-    async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        await on_connection(
-            lambda: self._connect(endpoint, timeout),
-            lambda connection: connection.ping(),
-            self._close,
-            timeout=timeout,
-            failure=unavailable,
-        )
+    async def _begin(self, connection: oracledb.AsyncConnection) -> None:
+        try:
+            with connection.cursor() as cursor:
+                await cursor.execute(SESSION_SQL)
+        except Exception as error:
+            raise DatasourceQueryFailed() from error
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         requested = [s.upper() for s in scope] or (
@@ -88,37 +78,11 @@ class OracleReader(EngineReader[Statement]):
                 await cursor.execute(sql, params)
                 return user, await cursor.fetchall()
 
-        user, records = await on_connection(
-            lambda: self._connect(endpoint, self._connect_timeout),
-            read,
-            self._close,
-            timeout=self._discover_timeout,
-            failure=discovery_failed,
-        )
+        user, records = await self._discovered(endpoint, read)
         return discovered_schema(records, user)
 
     def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
         return select_statement(endpoint, read)
-
-    async def stream(
-        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
-    ) -> AsyncGenerator[RowChunk, None]:
-        statements = prepared.steps
-        if not statements:
-            return
-        connection = await self._connect(endpoint, self._connect_timeout)
-        try:
-            try:
-                with connection.cursor() as cursor:
-                    await cursor.execute(SESSION_SQL)
-            except Exception as error:
-                raise DatasourceQueryFailed() from error
-            for statement in statements:
-                async with aclosing(self._stream(connection, statement)) as chunks:
-                    async for chunk in chunks:
-                        yield chunk
-        finally:
-            await self._close(connection)
 
     async def _stream(
         self, connection: oracledb.AsyncConnection, statement: Statement

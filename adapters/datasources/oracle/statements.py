@@ -21,24 +21,26 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
-from typing import cast as typing_cast
 
-from sqlalchemy import String, and_, cast, func, select, table
-from sqlalchemy import column as sql_column
+from sqlalchemy import String, and_, cast, func, select
 from sqlalchemy.dialects.oracle.oracledb import OracleDialect_oracledb
 from sqlalchemy.sql import visitors
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.elements import BindParameter, ClauseElement, ColumnElement, quoted_name
+from sqlalchemy.sql.elements import BindParameter, ClauseElement, ColumnElement
 
-from adapters.datasources.common.encoding import RowEncoder
 from adapters.datasources.common.sql_filters import (
     LIKE_ESCAPE,
     FilterRules,
     Kind,
     column_kind,
     filtered,
+)
+from adapters.datasources.common.sql_statements import (
+    EncodedStatement,
+    compiled,
+    encoded_statement,
+    quoted_table,
+    requested,
 )
 from adapters.datasources.common.sql_values import Unconvertible
 from adapters.datasources.oracle.values import (
@@ -98,10 +100,8 @@ def discovered_schema(records: Sequence[Sequence[Any]], user: str) -> Schema:
     )
 
 
-@cache
-def _dialect() -> OracleDialect_oracledb:
-    # SQLAlchemy's dialect constructors are unannotated.
-    return OracleDialect_oracledb()  # type: ignore[no-untyped-call]
+# SQLAlchemy's dialect constructors are unannotated.
+_DIALECT = OracleDialect_oracledb()  # type: ignore[no-untyped-call]
 
 
 def to_oracledb(statement: ClauseElement) -> tuple[str, dict[str, Any]]:
@@ -113,23 +113,17 @@ def to_oracledb(statement: ClauseElement) -> tuple[str, dict[str, Any]]:
         bind.key = f"p{next(counter)}"
 
     renamed = visitors.cloned_traverse(statement, {}, {"bindparam": rename})
-    compiled = typing_cast(
-        SQLCompiler,
-        renamed.compile(dialect=_dialect(), compile_kwargs={"render_postcompile": True}),
-    )
-    return compiled.string, dict(compiled.params)
-
-
-def _name(value: str) -> quoted_name:
-    return quoted_name(value, quote=True)
+    built = compiled(renamed, _DIALECT)
+    return built.string, dict(built.params)
 
 
 def discovery_statement(owners: Sequence[str]) -> tuple[str, dict[str, Any]]:
-    tables = table(_name("ALL_TABLES"), sql_column(_name("OWNER")), sql_column(_name("TABLE_NAME")))
-    columns = table(
-        _name("ALL_TAB_COLUMNS"),
-        *(sql_column(_name(n)) for n in ("OWNER", "TABLE_NAME", "COLUMN_NAME", "DATA_TYPE",
-                                         "DATA_PRECISION", "DATA_SCALE", "COLUMN_ID")),
+    tables = quoted_table("ALL_TABLES", None, ("OWNER", "TABLE_NAME"))
+    columns = quoted_table(
+        "ALL_TAB_COLUMNS",
+        None,
+        ("OWNER", "TABLE_NAME", "COLUMN_NAME", "DATA_TYPE", "DATA_PRECISION", "DATA_SCALE",
+         "COLUMN_ID"),
     )  # fmt: skip
     t, c = tables.c, columns.c
     query = (
@@ -229,37 +223,24 @@ class OracleRules(FilterRules):
 RULES = OracleRules()
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    result_key: str
-    sql: str
-    params: dict[str, Any]
-    encoder: RowEncoder
+Statement = EncodedStatement[dict[str, Any]]
 
 
 def select_statement(endpoint: Endpoint, read: TableRead) -> Statement | None:
     """The statement reading one table, or ``None`` when no column is asked for."""
-    chosen = {c.name: c for c in read.columns}
-    names = sorted(chosen)
+    chosen, names = requested(read)
     if not names:
         return None
     physical = {c.name: _physical(c) for c in (*read.table.columns, *read.columns)}
     wanted = sorted({physical.get(n, n) for n in (*names, *read.filters)})
-    source = table(
-        _name(read.table.name),
-        *(sql_column(_name(n)) for n in wanted),
-        schema=_name(read.table.schema) if read.table.schema else None,
-    )
+    source = quoted_table(read.table.name, read.table.schema, wanted)
     outputs = [output(source.c[physical[n]], chosen[n].data_type) for n in names]
     query = filtered(
-        select(*outputs).select_from(source),
+        source,
+        outputs,
         read,
         endpoint.database_name,
-        lambda field: source.c[physical[field]],
         rules=RULES,
+        column=lambda field: source.c[physical[field]],
     )
-    sql, params = to_oracledb(query)
-    converters = {
-        i: f for i, n in enumerate(names) if (f := converter(chosen[n].data_type)) is not None
-    }
-    return Statement(read.result_key, sql, params, RowEncoder(names, converters))
+    return encoded_statement(read, chosen, names, to_oracledb(query), converter)

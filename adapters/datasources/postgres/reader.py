@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Hashable, Sequence
-from contextlib import aclosing, suppress
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable, Sequence
+from contextlib import aclosing, asynccontextmanager, suppress
 from itertools import repeat, starmap
 from operator import getitem
 from typing import Unpack
@@ -26,13 +26,7 @@ import asyncpg
 import msgspec
 
 from adapters.datasources.common.encoding import paused_gc
-from adapters.datasources.common.pools import ConnectionPools
-from adapters.datasources.common.reader_base import (
-    EngineReader,
-    ReaderSettings,
-    discovery_failed,
-    on_connection,
-)
+from adapters.datasources.common.reader_base import PooledReader, ReaderSettings
 from adapters.datasources.postgres.connection import (
     close,
     close_pool,
@@ -53,9 +47,8 @@ from adapters.datasources.postgres.values import (
     register_codecs,
 )
 from application.errors import DatasourceQueryFailed
-from application.ports.datasource_reader import PreparedReads, RowChunk
+from application.ports.datasource_reader import RowChunk
 from domain.connection import Endpoint
-from domain.errors import FetcherError
 from domain.schema import Schema, TableRead
 
 _BEGIN_SQL = (
@@ -89,16 +82,6 @@ async def _with_codecs(connection: asyncpg.Connection) -> None:
     await register_codecs(connection, ALL_CODEC_TYPES)
 
 
-async def _connect_with_codecs(endpoint: Endpoint, timeout: float) -> asyncpg.Connection:
-    connection = await connect(endpoint, timeout)
-    try:
-        await _with_codecs(connection)
-    except BaseException:
-        await close(connection)
-        raise
-    return connection
-
-
 _OUTSIDE_RANGE_MESSAGE = (
     "failed to read datasource rows: a date/time value is outside Python's range"
 )
@@ -116,57 +99,44 @@ def _copied_chunk(key: str, lines: bytes) -> RowChunk:
     return RowChunk(result_key=key, data=data, rows=rows)
 
 
-class PostgresReader(EngineReader[Statement]):
+class PostgresReader(PooledReader[Statement, asyncpg.Pool, asyncpg.Connection]):
     """Reads PostgreSQL datasources. Discovery and extraction of a stored connection lease a
     connection from its pool (``common.pools``); ``test`` always opens a fresh one, so it
     proves the credentials as they are now."""
+
+    # The connections and pools of ``connection``: its errors, connect and close.
+    _unavailable = staticmethod(unavailable)
+    _connect = staticmethod(connect)
+    _close = staticmethod(close)
+    _close_pool = staticmethod(close_pool)
 
     def __init__(self, *, server_json: bool = False, **settings: Unpack[ReaderSettings]) -> None:
         super().__init__(**settings)
         self._encoder = msgspec.json.Encoder()
         self._server_json = server_json
         self._statements: OrderedDict[Hashable, Statement | None] = OrderedDict()
-        timeout = self._connect_timeout
-        self._pools: ConnectionPools[asyncpg.Pool, asyncpg.Connection] = ConnectionPools(
-            open_pool=lambda endpoint, size, idle: open_pool(
-                endpoint, size, idle, timeout, _with_codecs
-            ),
-            close_pool=close_pool,
-            connect=lambda endpoint: _connect_with_codecs(endpoint, timeout),
-            close=close,
-            failure=unavailable,
-            size=self._pool_size,
-            idle_seconds=self._pool_idle_seconds,
-        )
 
-    @property
-    def pools(self) -> ConnectionPools[asyncpg.Pool, asyncpg.Connection]:
-        return self._pools
+    async def _ping(self, connection: asyncpg.Connection) -> None:
+        await connection.fetchval("SELECT 1")
 
-    async def aclose(self) -> None:
-        await self._pools.aclose()
+    async def _open_pool(self, endpoint: Endpoint, size: int, idle_seconds: float) -> asyncpg.Pool:
+        return await open_pool(endpoint, size, idle_seconds, self._connect_timeout, _with_codecs)
 
-    async def test(self, endpoint: Endpoint, timeout: float) -> None:
-        await on_connection(
-            lambda: connect(endpoint, timeout),
-            lambda connection: connection.fetchval("SELECT 1"),
-            close,
-            timeout=timeout,
-            failure=unavailable,
-        )
+    async def _open(self, endpoint: Endpoint) -> asyncpg.Connection:
+        """A connection like a pooled one: with the extraction's codecs."""
+        connection = await connect(endpoint, self._connect_timeout)
+        try:
+            await _with_codecs(connection)
+        except BaseException:
+            await close(connection)
+            raise
+        return connection
 
     async def discover(self, endpoint: Endpoint, scope: Sequence[str]) -> Schema:
         schemas = list(scope) or [endpoint.schema or DEFAULT_SCHEMA_NAME]
-        try:
-            async with (
-                asyncio.timeout(self._discover_timeout),
-                self._pools.connection(endpoint) as connection,
-            ):
-                records = await connection.fetch(DISCOVER_SQL, schemas)
-        except FetcherError:
-            raise
-        except Exception as error:
-            raise discovery_failed(error) from error
+        records = await self._discovered(
+            endpoint, lambda connection: connection.fetch(DISCOVER_SQL, schemas)
+        )
         return discovered_schema(records)
 
     def statement(self, endpoint: Endpoint, read: TableRead) -> Statement | None:
@@ -186,24 +156,19 @@ class PostgresReader(EngineReader[Statement]):
             self._statements.popitem(last=False)
         return built
 
-    async def stream(
-        self, endpoint: Endpoint, prepared: PreparedReads[Statement]
-    ) -> AsyncGenerator[RowChunk, None]:
-        statements = prepared.steps
-        if not statements:
-            return
+    @asynccontextmanager
+    async def _session(self, endpoint: Endpoint) -> AsyncIterator[asyncpg.Connection]:
+        """A leased connection in one ``REPEATABLE READ READ ONLY`` transaction, rolled back
+        after (a pooled connection goes back without the snapshot)."""
         async with self._pools.connection(endpoint) as connection:
             try:
                 await connection.execute(_BEGIN_SQL, timeout=self._query_timeout)
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
                 raise DatasourceQueryFailed() from error
             try:
-                for statement in statements:
-                    async with aclosing(self._stream(connection, statement)) as chunks:
-                        async for chunk in chunks:
-                            yield chunk
+                yield connection
             finally:
-                with suppress(Exception):  # a pooled connection goes back without the snapshot
+                with suppress(Exception):
                     await connection.execute("ROLLBACK", timeout=self._query_timeout)
 
     async def _stream(

@@ -18,20 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
-from typing import cast as typing_cast
 
 from sqlalchemy import cast, func, select, table
 from sqlalchemy import column as sql_column
 from sqlalchemy.dialects.postgresql import TEXT
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.engine.interfaces import BindTyping
-from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement, ColumnElement
 
 from adapters.datasources.common.encoding import row_builder
 from adapters.datasources.common.sql_filters import LIKE_ESCAPE, FilterRules, Kind, filtered
+from adapters.datasources.common.sql_statements import positional, requested
 from adapters.datasources.common.sql_values import Unconvertible, type_name
 from adapters.datasources.postgres.values import output, server_output
 from domain.connection import DEFAULT_SCHEMA, DatabaseType, Endpoint
@@ -110,19 +108,13 @@ class _SqlDialect(PGDialect):
     bind_typing = BindTyping.NONE
 
 
-@cache
-def _dialect() -> _SqlDialect:
-    # SQLAlchemy's dialect constructors are unannotated.
-    return _SqlDialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
+# SQLAlchemy's dialect constructors are unannotated.
+_DIALECT = _SqlDialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
 
 
 def to_asyncpg(statement: ClauseElement) -> tuple[str, tuple[Any, ...]]:
     """SQL text with ``$n`` placeholders and the positional values, as asyncpg takes them."""
-    compiled = typing_cast(
-        SQLCompiler,
-        statement.compile(dialect=_dialect(), compile_kwargs={"render_postcompile": True}),
-    )
-    return compiled.string, tuple(compiled.params[name] for name in compiled.positiontup or ())
+    return positional(statement, _DIALECT)
 
 
 def discovered_schema(records: Sequence[Sequence[Any]]) -> Schema:
@@ -158,13 +150,7 @@ def _json_sql(endpoint: Endpoint, read: TableRead, names: Sequence[str]) -> str 
         if built is None:
             return None
         outputs.append(built.label(name))
-    rows = filtered(
-        select(*outputs).select_from(source),
-        read,
-        endpoint.database_name,
-        lambda field: source.c[field],
-        rules=RULES,
-    ).subquery("t")
+    rows = filtered(source, outputs, read, endpoint.database_name, rules=RULES).subquery("t")
     sql, _ = to_asyncpg(select(func.row_to_json(rows.table_valued())))
     return sql
 
@@ -175,8 +161,7 @@ def select_statement(
     """The statement reading one table, or ``None`` when no column is asked for; a filter that
     does not fit raises ``InvalidRequest``. With ``server_json``, also the same read as JSON
     built by the server, where it builds the same bytes."""
-    chosen = {c.name: c for c in read.columns}
-    names = sorted(chosen)
+    chosen, names = requested(read)
     if not names:
         return None
     wanted = set(names) | set(read.filters)
@@ -184,13 +169,7 @@ def select_statement(
         read.table.name, *(sql_column(n) for n in sorted(wanted)), schema=read.table.schema
     )
     outputs = [output(source.c[n], chosen[n].data_type).label(n) for n in names]
-    query = filtered(
-        select(*outputs).select_from(source),
-        read,
-        endpoint.database_name,
-        lambda field: source.c[field],
-        rules=RULES,
-    )
+    query = filtered(source, outputs, read, endpoint.database_name, rules=RULES)
     sql, params = to_asyncpg(query)
     types = frozenset(column.data_type for column in read.columns)
     json_sql = _json_sql(endpoint, read, names) if server_json else None
