@@ -211,6 +211,18 @@ def _health_server(settings: Settings, probes: Probes) -> uvicorn.Server:
     return server
 
 
+async def _bootstrapped(
+    stack: contextlib.AsyncExitStack,
+    settings: Settings,
+    roles: Collection[Role],
+    metrics: PrometheusMetrics,
+) -> Fetcher:
+    """``roles`` started on the process's metrics, closed with ``stack``."""
+    return await stack.enter_async_context(
+        bootstrap(settings, roles=roles, overrides=Overrides(metrics=metrics))
+    )
+
+
 async def _start(
     stack: contextlib.AsyncExitStack,
     settings: Settings,
@@ -225,9 +237,7 @@ async def _start(
     broker entity declared otherwise) is raised."""
     while await waiter.wait(shutdown.requested):
         try:
-            return await stack.enter_async_context(
-                bootstrap(settings, roles=roles, overrides=Overrides(metrics=metrics))
-            )
+            return await _bootstrapped(stack, settings, roles, metrics)
         except SettingsError:
             raise
         except Exception as error:
@@ -269,9 +279,7 @@ async def _start_http(
         # Everything answers: start at once (a failure is said, then handled below while
         # answering the probes).
         try:
-            return await stack.enter_async_context(
-                bootstrap(settings, roles=roles, overrides=Overrides(metrics=metrics))
-            )
+            return await _bootstrapped(stack, settings, roles, metrics)
         except SettingsError:
             raise
         except Exception as error:

@@ -10,7 +10,7 @@ value and the reference service's name for it. The same entries drive parsing
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 SERVE, API, WORKER, RELAY, TOOLS = "serve", "api", "worker", "relay", "tools"
 ROLES = (SERVE, API, WORKER, RELAY)
@@ -145,6 +145,14 @@ KEY_ROLES = frozenset({*ROLES, TOOLS})
 DEPLOYED = frozenset(SHARED_ROLES)
 _OTEL = "tracing"
 
+
+def _same_as_reference(
+    name: str, help: str, group: str, roles: frozenset[str], **more: Any
+) -> Setting:
+    """A setting the reference service reads under the same name."""
+    return Setting(name, help, group, roles, reference=name, **more)
+
+
 # fmt: off
 SETTINGS: tuple[Setting, ...] = (
     # --- database
@@ -172,16 +180,14 @@ SETTINGS: tuple[Setting, ...] = (
         reference="RABBITMQ_URI, RABBITMQ_HOST, RABBITMQ_PORT_AMQP, RABBITMQ_DEFAULT_USER, "
         "RABBITMQ_DEFAULT_PASS (one URL here)",
     ),
-    Setting(
+    _same_as_reference(
         "RABBITMQ_FETCHER_WORK_QUEUE",
         "work queue, declared with the reference's dead-letter arguments",
         "broker", EVERY_ROLE, default="fetcher.extract-external-data.queue",
-        reference="RABBITMQ_FETCHER_WORK_QUEUE",
     ),
-    Setting(
+    _same_as_reference(
         "RABBITMQ_JOB_EVENTS_EXCHANGE", "topic exchange of job.completed and job.failed",
         "broker", EVERY_ROLE, default="fetcher.job.events",
-        reference="RABBITMQ_JOB_EVENTS_EXCHANGE",
     ),
     Setting(
         "FETCHER_BROKER_DECLARE_TOPOLOGY",
@@ -190,63 +196,57 @@ SETTINGS: tuple[Setting, ...] = (
         "broker", EVERY_ROLE, kind="bool",
         shown_default="on for serve, off for api, worker and relay",
     ),
-    Setting(
+    _same_as_reference(
         "RABBITMQ_NUMBERS_OF_WORKERS", "jobs one worker runs at once (prefetch)",
         "broker", WORKER_ROLES, kind="int", default=5, minimum=1,
-        reference="RABBITMQ_NUMBERS_OF_WORKERS",
     ),
-    Setting(
+    _same_as_reference(
         "STREAMING_CLOUDEVENTS_SOURCE", "ce-source of the job events",
         "broker", RELAY_ROLES, default="//lerian.fetcher/worker",
-        reference="STREAMING_CLOUDEVENTS_SOURCE",
     ),
     # --- storage
-    Setting(
+    _same_as_reference(
         "OBJECT_STORAGE_BUCKET", "S3 bucket of the results (it must exist)",
         "storage", STORAGE_ROLES, shown_default="none: results in objects/ of the data folder",
         required_for=frozenset({WORKER}), example="fetcher-results",
-        reference="OBJECT_STORAGE_BUCKET",
     ),
-    Setting(
+    _same_as_reference(
         "OBJECT_STORAGE_ENDPOINT", "S3-compatible endpoint URL (MinIO, SeaweedFS, ...)",
         "storage", STORAGE_ROLES, shown_default="AWS", example="https://s3.internal:9000",
-        reference="OBJECT_STORAGE_ENDPOINT", essential=True,
+        essential=True,
     ),
-    Setting(
+    _same_as_reference(
         "OBJECT_STORAGE_REGION", "S3 region", "storage", STORAGE_ROLES, default="us-east-1",
-        reference="OBJECT_STORAGE_REGION",
     ),
-    Setting(
+    _same_as_reference(
         "OBJECT_STORAGE_KEY_PREFIX", "prefix of every object key", "storage", STORAGE_ROLES,
-        reference="OBJECT_STORAGE_KEY_PREFIX",
     ),
-    Setting(
+    _same_as_reference(
         "OBJECT_STORAGE_ACCESS_KEY_ID", "static S3 credentials, with OBJECT_STORAGE_SECRET_KEY",
         "storage", STORAGE_ROLES, shown_default="the AWS credential chain", secret=True,
-        example="CHANGE-ME", reference="OBJECT_STORAGE_ACCESS_KEY_ID", essential=True,
+        example="CHANGE-ME", essential=True,
     ),
-    Setting(
+    _same_as_reference(
         "OBJECT_STORAGE_SECRET_KEY", "static S3 credentials, with OBJECT_STORAGE_ACCESS_KEY_ID",
         "storage", STORAGE_ROLES, shown_default="the AWS credential chain", secret=True,
-        example="CHANGE-ME", reference="OBJECT_STORAGE_SECRET_KEY", essential=True,
+        example="CHANGE-ME", essential=True,
     ),
-    Setting(
+    _same_as_reference(
         "OBJECT_STORAGE_USE_PATH_STYLE",
         "path-style addressing (needed by most S3-compatible servers)",
         "storage", STORAGE_ROLES, kind="bool", shown_default="true with an endpoint",
-        example="true", reference="OBJECT_STORAGE_USE_PATH_STYLE", essential=True,
+        example="true", essential=True,
     ),
     # --- keys
-    Setting(
+    _same_as_reference(
         "APP_ENC_KEY",
         "base64 master key, at least 32 bytes; the four keys are derived from it",
         "keys", KEY_ROLES, shown_default="generated into the data folder by serve only",
         required_for=DEPLOYED, secret=True, example="$(openssl rand -base64 32)",
-        reference="APP_ENC_KEY",
     ),
-    Setting(
+    _same_as_reference(
         "APP_ENC_KEY_VERSION", "version stamped on encrypted credentials", "keys", KEY_ROLES,
-        default="1", reference="APP_ENC_KEY_VERSION",
+        default="1",
     ),
     Setting(
         "APP_ENC_KEYS_PREVIOUS",
@@ -254,12 +254,12 @@ SETTINGS: tuple[Setting, ...] = (
         "keys", KEY_ROLES, secret=True, example="1:CHANGE-ME",
     ),
     # --- http
-    Setting(
+    _same_as_reference(
         "SERVER_ADDRESS",
         "API listen address: host:port, :port (every interface) or a port (loopback); "
         "beyond loopback it needs authentication",
         "http", frozenset({SERVE, API, TOOLS}), default="127.0.0.1:4006", example=":4006",
-        reference="SERVER_ADDRESS", essential=True,
+        essential=True,
     ),
     Setting(
         "FETCHER_HTTP_HEADER_TIMEOUT_SECONDS", "time a client has to send a request's headers",
@@ -269,23 +269,22 @@ SETTINGS: tuple[Setting, ...] = (
         "FETCHER_HTTP_BODY_TIMEOUT_SECONDS", "time a client has to send a request's body",
         "http", HTTP_ROLES, kind="int", default=30, minimum=1,
     ),
-    Setting(
+    _same_as_reference(
         "VERSION", "the version --version, /version, /readyz and the OpenAPI document report",
-        "http", EVERY_ROLE, shown_default="the package's version", reference="VERSION",
+        "http", EVERY_ROLE, shown_default="the package's version",
     ),
-    Setting(
+    _same_as_reference(
         "SCHEMA_CACHE_TTL_SECONDS", "how long validate-schema reuses a discovered schema",
         "http", HTTP_ROLES, kind="int", default=300, minimum=1,
-        reference="SCHEMA_CACHE_TTL_SECONDS",
     ),
-    Setting(
+    _same_as_reference(
         "MAX_PAGINATION_LIMIT", "largest limit of the lists", "http", HTTP_ROLES, kind="int",
-        default=100, minimum=1, reference="MAX_PAGINATION_LIMIT",
+        default=100, minimum=1,
     ),
-    Setting(
+    _same_as_reference(
         "MAX_PAGINATION_MONTH_DATE_RANGE",
         "widest list window in months, and the default window", "http", HTTP_ROLES,
-        kind="int", default=1, minimum=1, reference="MAX_PAGINATION_MONTH_DATE_RANGE",
+        kind="int", default=1, minimum=1,
     ),
     # --- auth
     Setting(
@@ -333,14 +332,14 @@ SETTINGS: tuple[Setting, ...] = (
         "FETCHER_AUTH_TENANT_CLAIM", "claim naming the tenant", "auth", HTTP_ROLES,
         default="tenantId",
     ),
-    Setting(
+    _same_as_reference(
         "PLUGIN_AUTH_ENABLED",
         "ask the reference's authorization service for every guarded request",
-        "auth", HTTP_ROLES, kind="bool", default=False, reference="PLUGIN_AUTH_ENABLED",
+        "auth", HTTP_ROLES, kind="bool", default=False,
     ),
-    Setting(
+    _same_as_reference(
         "PLUGIN_AUTH_ADDRESS", "that service's base URL (required when enabled)", "auth",
-        HTTP_ROLES, reference="PLUGIN_AUTH_ADDRESS",
+        HTTP_ROLES,
     ),
     Setting(
         "FETCHER_AUTH_DISABLED_INSECURE",
@@ -352,10 +351,10 @@ SETTINGS: tuple[Setting, ...] = (
         kind="list", shown_default="none: CORS off",
     ),
     # --- tenancy
-    Setting(
+    _same_as_reference(
         "MULTI_TENANT_ENABLED",
         "multi-tenant mode: the tenant comes from a verified token claim",
-        "tenancy", EVERY_ROLE, kind="bool", default=False, reference="MULTI_TENANT_ENABLED",
+        "tenancy", EVERY_ROLE, kind="bool", default=False,
     ),
     Setting(
         "MULTI_TENANT_ALLOWED_TENANTS",
@@ -398,37 +397,33 @@ SETTINGS: tuple[Setting, ...] = (
         "PostgreSQL builds the result JSON where it writes the same bytes (COPY of row_to_json)",
         "connections", WORKER_ROLES, kind="bool", default=False,
     ),
-    Setting(
+    _same_as_reference(
         "CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM",
         "the CRM plugin's search-hash key: filters on plugin_crm's searched fields "
         "(document, name, contact and banking details) compare HMACs made with it",
         "connections", DATASOURCE_ROLES, secret=True, example="CHANGE-ME",
-        reference="CRYPTO_HASH_SECRET_KEY_PLUGIN_CRM",
     ),
-    Setting(
+    _same_as_reference(
         "CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM",
         "the CRM plugin's AES key, hex (32, 48 or 64 digits): reading plugin_crm's "
         "encrypted fields decrypts them with it",
         "connections", DATASOURCE_ROLES, secret=True, example="$(openssl rand -hex 32)",
-        reference="CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM",
     ),
     Setting(
         "FETCHER_SSRF_GUARD", "refuse loopback, private and reserved datasource addresses",
         "connections", DATASOURCE_ROLES, kind="bool",
         shown_default="true in multi-tenant mode, else false",
     ),
-    Setting(
+    _same_as_reference(
         "DATASOURCE_<X>_CONFIG_NAME",
         "an internal datasource; the same prefix gives "
         + ", ".join(f"_{suffix}" for suffix in DATASOURCE_SUFFIXES[1:]),
         "connections", DATASOURCE_ROLES, example="ledger",
-        reference="DATASOURCE_<X>_CONFIG_NAME",
     ),
     # --- engine
-    Setting(
+    _same_as_reference(
         "ENGINE_MAX_RESULT_BYTES", "result size limit, checked as bytes flow (≤ 0: the default)",
         "engine", WORKER_ROLES, kind="int", default=268435456,
-        reference="ENGINE_MAX_RESULT_BYTES",
     ),
     Setting(
         "ENGINE_TIMEOUT_SECONDS",
@@ -488,22 +483,21 @@ SETTINGS: tuple[Setting, ...] = (
         "audit", AUDIT_ROLES, shown_default="derived from APP_ENC_KEY", secret=True,
     ),
     # --- probes
-    Setting(
+    _same_as_reference(
         "HEALTH_PORT",
         "port of /health, /readyz and /metrics of worker and relay (host of SERVER_ADDRESS); "
         "out of 1-65535: the default",
         "probes", frozenset({WORKER, RELAY, TOOLS}), kind="int", default=4007,
-        reference="HEALTH_PORT",
     ),
-    Setting(
+    _same_as_reference(
         "READYZ_DRAIN_DELAY_SEC",
         "after SIGTERM, seconds /readyz answers 503 draining before the listener closes "
         "(0: the default, negative: 1)",
-        "probes", EVERY_ROLE, kind="int", default=12, reference="READYZ_DRAIN_DELAY_SEC",
+        "probes", EVERY_ROLE, kind="int", default=12,
     ),
-    Setting(
+    _same_as_reference(
         "DEPLOYMENT_MODE", "saas, byoc or local (anything else: local), reported by /readyz",
-        "probes", EVERY_ROLE, default="local", reference="DEPLOYMENT_MODE",
+        "probes", EVERY_ROLE, default="local",
     ),
     # --- runtime
     Setting(
@@ -513,9 +507,9 @@ SETTINGS: tuple[Setting, ...] = (
         shown_default="uvloop (asyncio where uvloop is not installed)",
     ),
     # --- logs
-    Setting(
+    _same_as_reference(
         "LOG_LEVEL", "debug, info, warning, error or critical", "logs",
-        frozenset({*ROLES, TOOLS}), default="info", reference="LOG_LEVEL",
+        frozenset({*ROLES, TOOLS}), default="info",
         choices=("debug", "info", "warn", "warning", "error", "critical", "fatal"),
     ),
     Setting(
@@ -536,15 +530,15 @@ SETTINGS: tuple[Setting, ...] = (
         "tools", frozenset({TOOLS}), secret=True,
     ),
     # --- tracing
-    Setting(
+    _same_as_reference(
         "ENABLE_TELEMETRY",
         "true turns tracing on (also on when an OTLP endpoint is set), false off",
-        _OTEL, EVERY_ROLE, kind="bool", shown_default="off", reference="ENABLE_TELEMETRY",
+        _OTEL, EVERY_ROLE, kind="bool", shown_default="off",
     ),
-    Setting(
+    _same_as_reference(
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTLP collector; setting it turns tracing on (the exporter reads the value itself)",
-        _OTEL, EVERY_ROLE, reference="OTEL_EXPORTER_OTLP_ENDPOINT",
+        _OTEL, EVERY_ROLE,
     ),
     Setting(
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -560,9 +554,9 @@ SETTINGS: tuple[Setting, ...] = (
         _OTEL, EVERY_ROLE, shown_default="OTEL_EXPORTER_OTLP_PROTOCOL",
         choices=("grpc", "http/protobuf"),
     ),
-    Setting(
+    _same_as_reference(
         "OTEL_INSECURE_EXPORTER", "plaintext gRPC to the collector", _OTEL, EVERY_ROLE,
-        kind="bool", default=False, reference="OTEL_INSECURE_EXPORTER",
+        kind="bool", default=False,
     ),
     Setting(
         "OTEL_TRACES_EXPORTER", "otlp, console (standard output) or none", _OTEL, EVERY_ROLE,
@@ -577,13 +571,13 @@ SETTINGS: tuple[Setting, ...] = (
         shown_default="fetcher, fetcher-worker or fetcher-relay",
         reference="OTEL_RESOURCE_SERVICE_NAME (read too)", aliases=("OTEL_RESOURCE_SERVICE_NAME",),
     ),
-    Setting(
+    _same_as_reference(
         "OTEL_RESOURCE_SERVICE_VERSION", "version reported by /readyz and on traces", _OTEL,
-        EVERY_ROLE, shown_default="VERSION", reference="OTEL_RESOURCE_SERVICE_VERSION",
+        EVERY_ROLE, shown_default="VERSION",
     ),
-    Setting(
+    _same_as_reference(
         "OTEL_RESOURCE_DEPLOYMENT_ENVIRONMENT", "deployment.environment on traces", _OTEL,
-        EVERY_ROLE, reference="OTEL_RESOURCE_DEPLOYMENT_ENVIRONMENT",
+        EVERY_ROLE,
     ),
     *(
         Setting(name, meaning, _OTEL, EVERY_ROLE, reader="otel-sdk", shown_default="the SDK's")

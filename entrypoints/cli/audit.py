@@ -45,6 +45,7 @@ from application.audit.witness import read_witness
 from application.timefmt import rfc3339nano
 from domain.audit_chain import Checkpoint
 from domain.errors import FetcherError
+from entrypoints.cli.commands import Commands, command, group
 from entrypoints.composition.infrastructure import (
     open_checkpoint_store,
     open_database_engine,
@@ -272,16 +273,18 @@ def _main(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
     return run
 
 
-def add_audit_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    audit = subparsers.add_parser(
+def add_audit_commands(subparsers: Commands) -> None:
+    actions = group(
+        subparsers,
         "audit",
         help="export and verify the tamper-evident job history",
         description="The job history is chained (each event carries its digest and its "
         "predecessor's) and the log is covered by signed checkpoints.",
     )
-    actions = audit.add_subparsers(dest="audit_command", metavar="ACTION", required=True)
-    export = actions.add_parser(
+    export = command(
+        actions,
         "export",
+        _main(_export),
         help="write an audit bundle (JSON lines): events and the checkpoints covering them",
         description="Write the records from the last checkpoint at or before --since to the "
         "first checkpoint at or after --until, with those checkpoints. --since and --until are "
@@ -290,9 +293,10 @@ def add_audit_commands(subparsers: argparse._SubParsersAction) -> None:  # type:
     export.add_argument("--since", metavar="POSITION|TIME")
     export.add_argument("--until", metavar="POSITION|TIME")
     export.add_argument("--out", metavar="FILE", help="write here (default: stdout)")
-    export.set_defaults(func=_main(_export))
-    verify = actions.add_parser(
+    verify = command(
+        actions,
         "verify",
+        _main(_verify),
         help="check every chain and checkpoint; name the first break",
         description="Verify the event store of the service's settings (keys from APP_ENC_KEY), "
         "or with --bundle an exported bundle offline, with --public-key only. Exit status 0: "
@@ -325,4 +329,3 @@ def add_audit_commands(subparsers: argparse._SubParsersAction) -> None:  # type:
         action="store_true",
         help="print nothing, not even progress; the exit status tells (0 verified, 1 a break)",
     )
-    verify.set_defaults(func=_main(_verify))

@@ -7,23 +7,13 @@ import sys
 
 from adapters.crypto.audit_signing import AuditKeys, InvalidAuditKey, encode_public
 from adapters.crypto.keys import InvalidMasterKey, KeyRing
+from entrypoints.cli.commands import Commands, command, master_key_text, print_key
 from entrypoints.settings import ToolSettings
-
-
-def _master_key_text(flag: str | None, settings: ToolSettings) -> str:
-    """APP_ENC_KEY, else the first line of piped stdin, else --key (as the other keys)."""
-    text = settings.keys.master_key or ""
-    if not text and sys.stdin is not None and not sys.stdin.isatty():
-        try:
-            text = sys.stdin.readline().strip()
-        except (OSError, ValueError, UnicodeDecodeError):
-            text = ""
-    return text or (flag or "").strip()
 
 
 def _audit_public(args: argparse.Namespace) -> int:
     settings = ToolSettings.from_env()
-    text = _master_key_text(args.key, settings)
+    text = master_key_text(settings.keys.master_key, args.key)
     try:
         ring = KeyRing(text, settings.keys.version, settings.keys.previous or None)
         keys = AuditKeys.from_ring(ring, settings.audit_signing_key)
@@ -36,13 +26,15 @@ def _audit_public(args: argparse.Namespace) -> int:
         return 0
     text = encode_public(keys.signer.public_key)
     label = f"Audit Public Key (base64, key id {keys.signer.key_id})"
-    print(text if args.raw else f"{label}: {text}")
+    print_key(text, label, raw=args.raw)
     return 0
 
 
-def add_audit_public_key(kinds: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = kinds.add_parser(
+def add_audit_public_key(kinds: Commands) -> None:
+    parser = command(
+        kinds,
         "audit-public",
+        _audit_public,
         help="the Ed25519 public key that verifies audit checkpoints",
         description="Print the public key of the audit checkpoint signer (base64, 32 bytes): "
         "FETCHER_AUDIT_SIGNING_KEY's, else the one derived from the master key.",
@@ -58,4 +50,3 @@ def add_audit_public_key(kinds: argparse._SubParsersAction) -> None:  # type: ig
         action="store_true",
         help="print '<key id> <public key>' for every key version (APP_ENC_KEYS_PREVIOUS too)",
     )
-    parser.set_defaults(func=_audit_public)

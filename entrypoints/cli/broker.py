@@ -10,6 +10,7 @@ import sys
 
 from domain.errors import FetcherError
 from entrypoints.cli.check import shown_url, vhost_of
+from entrypoints.cli.commands import Commands, command, group
 from entrypoints.composition.infrastructure import broker_topology
 from entrypoints.settings import Settings, SettingsError
 
@@ -50,17 +51,19 @@ def _declare(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_broker_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    broker = subparsers.add_parser(
+def add_broker_commands(subparsers: Commands) -> None:
+    actions = group(
+        subparsers,
         "broker",
         help="the broker topology: definitions for any vhost, or declare it",
         description="The reference topology (work queue with its dead-letter exchange and "
         "queue, the events exchange, the two example event queues bound to it), with the "
         "names of RABBITMQ_FETCHER_WORK_QUEUE and RABBITMQ_JOB_EVENTS_EXCHANGE.",
     )
-    actions = broker.add_subparsers(dest="broker_command", metavar="ACTION", required=True)
-    definitions = actions.add_parser(
+    definitions = command(
+        actions,
         "definitions",
+        _definitions,
         help="print the topology as RabbitMQ definitions (JSON)",
         description="Print the topology as RabbitMQ definitions for a virtual host, for "
         "`rabbitmqctl import_definitions FILE`, the management UI or load_definitions.",
@@ -68,12 +71,12 @@ def add_broker_commands(subparsers: argparse._SubParsersAction[argparse.Argument
     definitions.add_argument(
         "--vhost", help="the virtual host (default: that of RABBITMQ_URL, else '/')"
     )
-    definitions.set_defaults(func=_definitions)
-    declare = actions.add_parser(
+    command(
+        actions,
         "declare",
+        _declare,
         help="declare the topology on the vhost of RABBITMQ_URL (idempotent)",
         description="Declare the topology on the virtual host of RABBITMQ_URL, as a role "
         "does at start with FETCHER_BROKER_DECLARE_TOPOLOGY=true (the user needs the "
         "configure permission there).",
     )
-    declare.set_defaults(func=_declare)

@@ -25,6 +25,7 @@ from adapters.storage.s3 import S3ResultStorage
 from application.errors import PortError, StorageError, StorageRejected
 from application.readiness import sanitize
 from domain.errors import Unavailable
+from entrypoints.cli.commands import Commands, command
 from entrypoints.composition.infrastructure import broker_topology, s3_settings
 from entrypoints.settings import Settings, SettingsError
 
@@ -80,6 +81,20 @@ def vhost_of(url: str) -> str:
     return unquote(path[1:]) if len(path) > 1 else "/"
 
 
+async def _reached(
+    item: str, shown: str, reaching: Awaitable[None], fails: type[Exception], rest: str
+) -> Finding:
+    """``item`` at ``shown``: ok when ``reaching`` completes; when it fails with ``fails``, the
+    cause and what to check (the host, port, user, password and ``rest``)."""
+    try:
+        await reaching
+    except fails as error:
+        return _fail(
+            item, f"{shown}: {_cause(error)}: check the host, port, user, password and {rest}"
+        )
+    return _ok(item, shown)
+
+
 async def check_key(settings: Settings, roles: Collection[str]) -> Finding:
     keys = settings.keys
     if keys.master_key is None:
@@ -115,15 +130,13 @@ async def check_database(settings: Settings, roles: Collection[str]) -> Finding:
         return _ok("database", f"sqlite:///{database.event_store_file} (one machine only)")
     host = f"[{address.host}]" if ":" in address.host else address.host
     shown = f"postgresql://{address.user}@{host}:{address.port}/{address.database}"
-    try:
-        await reach(address, timeout=TIMEOUT_SECONDS / 2)
-    except Unavailable as error:
-        return _fail(
-            "database",
-            f"{shown}: {_cause(error)}: check the host, port, user, password and database "
-            "of FETCHER_DATABASE_URL",
-        )
-    return _ok("database", shown)
+    return await _reached(
+        "database",
+        shown,
+        reach(address, timeout=TIMEOUT_SECONDS / 2),
+        Unavailable,
+        "database of FETCHER_DATABASE_URL",
+    )
 
 
 async def check_broker(settings: Settings, roles: Collection[str]) -> Finding:
@@ -133,15 +146,13 @@ async def check_broker(settings: Settings, roles: Collection[str]) -> Finding:
             "broker",
             "RABBITMQ_URL is not set: e.g. amqp://fetcher:PASSWORD@rabbitmq.internal:5672/",
         )
-    try:
-        await reach_broker(url, timeout=TIMEOUT_SECONDS / 2)
-    except PortError as error:
-        return _fail(
-            "broker",
-            f"{shown_url(url)}: {_cause(error)}: check the host, port, user, password and "
-            "virtual host of RABBITMQ_URL",
-        )
-    return _ok("broker", shown_url(url))
+    return await _reached(
+        "broker",
+        shown_url(url),
+        reach_broker(url, timeout=TIMEOUT_SECONDS / 2),
+        PortError,
+        "virtual host of RABBITMQ_URL",
+    )
 
 
 async def check_topology(settings: Settings, roles: Collection[str]) -> Finding:
@@ -295,9 +306,11 @@ def _check_command(args: argparse.Namespace) -> int:
     return 1 if any(f.status == FAIL for f in findings) else 0
 
 
-def add_check_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def add_check_command(subparsers: Commands) -> None:
+    parser = command(
+        subparsers,
         "check",
+        _check_command,
         help="try what a role needs (settings, key, database, broker, storage, issuer)",
         description="Read the settings and reach each dependency of the role as it would: "
         "the master key decodes, the database and the broker answer, the broker topology "
@@ -311,4 +324,3 @@ def add_check_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         default="all",
         help="the role to check for (default: all three)",
     )
-    parser.set_defaults(func=_check_command)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from domain import error_catalogue as catalogue
 from domain.error_catalogue import CATALOGUE, REMEDIES, CatalogueEntry
+from entrypoints.cli.commands import Commands, add_root_argument, command, write_into
 
 ERRORS_PATH = Path("docs/api/errors.md")
 _GENERATED = (
@@ -100,18 +101,16 @@ def markdown() -> str:
 
 def _errors_command(args: argparse.Namespace) -> int:
     if args.write:
-        target = args.root / ERRORS_PATH
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(markdown())
-        print(f"wrote {target}")
-        return 0
+        return write_into(args.root, [(markdown, ERRORS_PATH)])
     sys.stdout.write(markdown())
     return 0
 
 
-def add_errors_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def add_errors_command(subparsers: Commands) -> None:
+    parser = command(
+        subparsers,
         "errors",
+        _errors_command,
         help="print the errors reference from the error catalogue",
         description="Print every FET code with its HTTP status, titles, messages and what to "
         "do; --write writes it into a source tree.",
@@ -119,5 +118,4 @@ def add_errors_command(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument(
         "--write", action="store_true", help=f"write {ERRORS_PATH} under --root instead"
     )
-    parser.add_argument("--root", type=Path, default=Path(), help="source tree (default: .)")
-    parser.set_defaults(func=_errors_command)
+    add_root_argument(parser)

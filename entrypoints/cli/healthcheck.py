@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 
+from entrypoints.cli.commands import Commands, command
 from entrypoints.settings import Environment, SettingsError, listen_address
 
 DEFAULT_HEALTH_PORT = 4007
@@ -73,11 +74,11 @@ def _healthcheck(args: argparse.Namespace) -> int:
     return 1
 
 
-def add_healthcheck_command(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
-    parser = subparsers.add_parser(
+def add_healthcheck_command(subparsers: Commands) -> None:
+    parser = command(
+        subparsers,
         "healthcheck",
+        _healthcheck,
         help="exit 0 when the local fetcher process answers /health with 200",
         description="Ask the local process's /health: at SERVER_ADDRESS (api, serve) and at "
         "HEALTH_PORT on the host of SERVER_ADDRESS (worker, relay; default 4007), a wildcard "
@@ -87,4 +88,3 @@ def add_healthcheck_command(
     parser.add_argument(
         "--url", action="append", metavar="URL", help="ask this URL instead (repeatable)"
     )
-    parser.set_defaults(func=_healthcheck)

@@ -14,6 +14,7 @@ from domain.errors import FetcherError
 from entrypoints.cli.audit import add_audit_commands
 from entrypoints.cli.broker import add_broker_commands
 from entrypoints.cli.check import add_check_command
+from entrypoints.cli.commands import command
 from entrypoints.cli.errors_docs import add_errors_command
 from entrypoints.cli.healthcheck import add_healthcheck_command
 from entrypoints.cli.settings_docs import add_settings_command
@@ -115,13 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in ROLES.items():
-        commands.add_parser(
+        command(
+            commands,
             name,
+            _run_role(name),
             help=help_text,
             description=f"{help_text[0].upper()}{help_text[1:]}.",
             epilog=settings_epilog(name),
             formatter_class=argparse.RawDescriptionHelpFormatter,
-        ).set_defaults(func=_run_role(name))
+        )
     add_check_command(commands)
     add_broker_commands(commands)
     add_tool_commands(commands)

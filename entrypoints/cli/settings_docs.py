@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from entrypoints.cli.commands import Commands, add_root_argument, command, write_into
 from entrypoints.settings_table import (
     GROUPS,
     ROLES,
@@ -152,19 +153,16 @@ RENDERERS = {"markdown": (markdown, MARKDOWN_PATH), "env": (env_example, ENV_EXA
 
 def _settings_command(args: argparse.Namespace) -> int:
     if args.write:
-        for render, path in RENDERERS.values():
-            target = args.root / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(render())
-            print(f"wrote {target}")
-        return 0
+        return write_into(args.root, RENDERERS.values())
     sys.stdout.write(RENDERERS[args.format][0]())
     return 0
 
 
-def add_settings_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
+def add_settings_command(subparsers: Commands) -> None:
+    parser = command(
+        subparsers,
         "settings",
+        _settings_command,
         help="print the configuration reference or .env.example from the settings table",
         description="Print every setting as the Markdown configuration reference, or the "
         "minimal production .env.example; --write writes both into a source tree.",
@@ -175,5 +173,4 @@ def add_settings_command(subparsers: argparse._SubParsersAction[argparse.Argumen
         action="store_true",
         help=f"write {MARKDOWN_PATH} and {ENV_EXAMPLE_PATH} under --root instead of printing",
     )
-    parser.add_argument("--root", type=Path, default=Path(), help="source tree (default: .)")
-    parser.set_defaults(func=_settings_command)
+    add_root_argument(parser)

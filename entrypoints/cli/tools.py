@@ -18,6 +18,7 @@ from adapters.crypto.keys import (
     STORAGE_ENCRYPTION_INFO,
     InvalidMasterKey,
     KeyRing,
+    KeySet,
     decode_master_key,
     derive,
 )
@@ -31,6 +32,7 @@ from adapters.crypto.sealing import (
 from adapters.crypto.signing import HmacMessageSigner
 from application.errors import InvalidSignature
 from entrypoints.cli.audit_keys import add_audit_public_key
+from entrypoints.cli.commands import Commands, command, group, master_key_text, print_key
 from entrypoints.settings import ToolSettings
 
 _HEX_64 = re.compile(r"[0-9a-fA-F]{64}")
@@ -53,22 +55,6 @@ def _err(text: str) -> None:
     sys.stderr.flush()
 
 
-def _stdin_first_line() -> str:
-    stdin = sys.stdin
-    try:
-        if stdin is None or stdin.isatty():
-            return ""
-        return stdin.readline().strip()
-    except (OSError, ValueError, UnicodeDecodeError):
-        return ""
-
-
-def _master_key_text(flag: str | None) -> str:
-    """APP_ENC_KEY, else the first line of piped stdin, else the --key flag (reference §5.6)."""
-    master = ToolSettings.from_env().keys.master_key
-    return master or _stdin_first_line() or (flag or "").strip()
-
-
 def _print_usage(parser: argparse.ArgumentParser) -> None:
     parser.print_usage(sys.stderr)
 
@@ -79,7 +65,7 @@ def _print_usage(parser: argparse.ArgumentParser) -> None:
 def _derive_key_command(
     info: str, label: str, print_usage: Callable[[], None], args: argparse.Namespace
 ) -> int:
-    text = _master_key_text(args.key)
+    text = master_key_text(ToolSettings.from_env().keys.master_key, args.key)
     if not text:
         _err(_NO_KEY_HELP)
         print_usage()
@@ -90,18 +76,19 @@ def _derive_key_command(
         _err(f"Error: {e}\n{_BAD_KEY_HINT}")
         return 1
     key = derive(master, info).hex()
-    print(key if args.raw else f"{label} (hex): {key}")
+    print_key(key, f"{label} (hex)", raw=args.raw)
     return 0
 
 
-def _add_keys(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    keys = subparsers.add_parser(
+def _add_keys(subparsers: Commands) -> None:
+    kinds = group(
+        subparsers,
         "keys",
+        metavar="KIND",
         help="derive the keys a consumer needs from the master key",
         description="Derive a key for consumers from the master key, so they never hold it. "
         "Master key source, first match wins: APP_ENC_KEY, the first line of piped stdin, --key.",
     )
-    kinds = keys.add_subparsers(dest="keys_command", metavar="KIND", required=True)
     for name, info, label, help_text in (
         (
             "external-hmac",
@@ -152,26 +139,47 @@ def _ring_from_env(settings: ToolSettings) -> KeyRing | None:
         raise ToolError(f"APP_ENC_KEY: {e}") from None
 
 
-def _external_hmac_keys(flag: str | None) -> list[bytes]:
+def _keys(
+    flag: str | None,
+    *,
+    option: str,
+    setting: str,
+    configured: Callable[[ToolSettings], str | None],
+    derived: Callable[[KeySet], bytes],
+    what: str,
+) -> list[bytes]:
+    """The keys to try, from the first source that gives one: the flag (``option``), the
+    setting (read by ``configured``), else each key version ``derived`` from APP_ENC_KEY."""
     settings = ToolSettings.from_env()
     if flag:
-        return [_hex_key(flag, "--hmac-key")]
-    if env := settings.external_hmac_key:
-        return [_hex_key(env, "FETCHER_EXTERNAL_HMAC_KEY")]
+        return [_hex_key(flag, option)]
+    if env := configured(settings):
+        return [_hex_key(env, setting)]
     if ring := _ring_from_env(settings):
-        return [keys.external_hmac for keys in ring]
-    raise ToolError("no HMAC key: pass --hmac-key, or set FETCHER_EXTERNAL_HMAC_KEY or APP_ENC_KEY")
+        return [derived(keys) for keys in ring]
+    raise ToolError(f"no {what} key: pass {option}, or set {setting} or APP_ENC_KEY")
+
+
+def _external_hmac_keys(flag: str | None) -> list[bytes]:
+    return _keys(
+        flag,
+        option="--hmac-key",
+        setting="FETCHER_EXTERNAL_HMAC_KEY",
+        configured=lambda settings: settings.external_hmac_key,
+        derived=lambda keys: keys.external_hmac,
+        what="HMAC",
+    )
 
 
 def _storage_keys(flag: str | None) -> list[bytes]:
-    settings = ToolSettings.from_env()
-    if flag:
-        return [_hex_key(flag, "--storage-key")]
-    if env := settings.storage_key:
-        return [_hex_key(env, "FETCHER_STORAGE_KEY")]
-    if ring := _ring_from_env(settings):
-        return [keys.storage for keys in ring]
-    raise ToolError("no storage key: pass --storage-key, or set FETCHER_STORAGE_KEY or APP_ENC_KEY")
+    return _keys(
+        flag,
+        option="--storage-key",
+        setting="FETCHER_STORAGE_KEY",
+        configured=lambda settings: settings.storage_key,
+        derived=lambda keys: keys.storage,
+        what="storage",
+    )
 
 
 def _read_input(path: str) -> bytes:
@@ -257,11 +265,12 @@ def _seconds(text: str) -> int:
     return value
 
 
-def _add_event(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    event = subparsers.add_parser("event", help="check published job events")
-    actions = event.add_subparsers(dest="event_command", metavar="ACTION", required=True)
-    verify = actions.add_parser(
+def _add_event(subparsers: Commands) -> None:
+    actions = group(subparsers, "event", help="check published job events")
+    verify = command(
+        actions,
         "verify",
+        _verify_event,
         help="verify the signature of one event message",
         description='Verify one message given as JSON {"exchange", "routingKey", "headers", '
         '"body"} (a line of events.jsonl). The key is --hmac-key, else '
@@ -275,7 +284,6 @@ def _add_event(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="SECONDS",
         help="also refuse signatures older than this (default: no age limit)",
     )
-    verify.set_defaults(func=_verify_event)
 
 
 # --- fetcher result decrypt -------------------------------------------------------------------
@@ -341,11 +349,12 @@ def _decrypt_result(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_result(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    result = subparsers.add_parser("result", help="work with stored results")
-    actions = result.add_subparsers(dest="result_command", metavar="ACTION", required=True)
-    decrypt = actions.add_parser(
+def _add_result(subparsers: Commands) -> None:
+    actions = group(subparsers, "result", help="work with stored results")
+    decrypt = command(
+        actions,
         "decrypt",
+        _decrypt_result,
         help="decrypt a stored result and check its HMAC",
         description="Decrypt a stored result blob. The storage key is --storage-key, else "
         "FETCHER_STORAGE_KEY, else derived from APP_ENC_KEY. The HMAC is checked when --hmac "
@@ -360,13 +369,12 @@ def _add_result(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     decrypt.add_argument("--hmac-key", metavar="HEX", help="external HMAC key, 64 hex characters")
     decrypt.add_argument("--out", metavar="FILE", help="write the plaintext here (default: stdout)")
-    decrypt.set_defaults(func=_decrypt_result)
 
 
 # --- wiring -----------------------------------------------------------------------------------
 
 
-def add_tool_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_tool_commands(subparsers: Commands) -> None:
     """Add ``keys``, ``event`` and ``result``; each leaf sets ``func(args) -> exit code``."""
     _add_keys(subparsers)
     _add_event(subparsers)

@@ -19,7 +19,10 @@ from application.jobs.repository import EventSourcedJobs
 from application.policies import emit_events, publish_work_orders
 from application.policies.emit_events import EmitJobEvents
 from application.policies.follower import (
+    Handler,
+    Interest,
     LogFollower,
+    Observer,
     PeriodicTask,
     ProjectionFollower,
     SharedLogReads,
@@ -122,36 +125,37 @@ def build_relay(
     ``watch``: the followers also wake when it tells that the log grew."""
     reads = SharedLogReads(store)
     jobs = EventSourcedJobs(store)
+
+    def publishing(
+        name: str, handle: Handler, interested: Interest, observe: Observer | None = None
+    ) -> LogFollower:
+        """A follower that publishes what it handles (recording its position shortly after)."""
+        return LogFollower(
+            name=name,
+            store=store,
+            handle=handle,
+            interested=interested,
+            observe=observe,
+            record_delay=RECORD_DELAY_SECONDS,
+            poll_interval=poll_interval,
+            metrics=metrics,
+            reads=reads,
+        )
+
+    dispatch = PublishWorkOrders(
+        jobs,
+        queue,
+        clock,
+        deadline=timedelta(seconds=settings.engine.dispatch_timeout_seconds),
+        tracer=tracer,
+        metrics=metrics,
+    )
     emit = EmitJobEvents(jobs, publisher, tracer=tracer, metrics=metrics)
     relay = Relay(
-        dispatcher=LogFollower(
-            name=publish_work_orders.FOLLOWER_NAME,
-            store=store,
-            handle=PublishWorkOrders(
-                jobs,
-                queue,
-                clock,
-                deadline=timedelta(seconds=settings.engine.dispatch_timeout_seconds),
-                tracer=tracer,
-                metrics=metrics,
-            ),
-            interested=PublishWorkOrders.interested,
-            record_delay=RECORD_DELAY_SECONDS,
-            poll_interval=poll_interval,
-            metrics=metrics,
-            reads=reads,
+        dispatcher=publishing(
+            publish_work_orders.FOLLOWER_NAME, dispatch, PublishWorkOrders.interested
         ),
-        emitter=LogFollower(
-            name=emit_events.FOLLOWER_NAME,
-            store=store,
-            handle=emit,
-            interested=EmitJobEvents.interested,
-            observe=emit.observe,
-            record_delay=RECORD_DELAY_SECONDS,
-            poll_interval=poll_interval,
-            metrics=metrics,
-            reads=reads,
-        ),
+        emitter=publishing(emit_events.FOLLOWER_NAME, emit, EmitJobEvents.interested, emit.observe),
         projection=ProjectionFollower(
             name=PROJECTION,
             store=store,

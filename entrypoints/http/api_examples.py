@@ -30,25 +30,20 @@ CONNECTION_ID = "01a2437e-c3f0-7286-831b-6d8d6b5a5bb1"
 JOB_ID = "01a2437e-c76d-7970-bda9-7d07d725363d"
 CREATED = "2026-12-04T23:58:30.896037Z"
 
-NEW_CONNECTION = {
+_LOCAL_PG = {
     "configName": "local_pg",
     "type": "POSTGRESQL",
     "host": "127.0.0.1",
     "port": 5432,
     "databaseName": "test",
     "userName": "postgres",
-    "password": "unused-with-trust",
-    "metadata": {"team": "billing"},
 }
+"""The walk-through's connection, as sent and as answered."""
+NEW_CONNECTION = {**_LOCAL_PG, "password": "unused-with-trust", "metadata": {"team": "billing"}}
 CONNECTION = {
     "id": CONNECTION_ID,
     "productName": "payments",
-    "configName": "local_pg",
-    "type": "POSTGRESQL",
-    "host": "127.0.0.1",
-    "port": 5432,
-    "databaseName": "test",
-    "userName": "postgres",
+    **_LOCAL_PG,
     "metadata": {"team": "billing"},
     "createdAt": CREATED,
     "updatedAt": CREATED,
@@ -154,14 +149,16 @@ _ID = (
     f"The {{0}}'s id, a UUID (400 {catalogue.INVALID_PATH_PARAMETER.code} when it is not one, "
     f"404 {catalogue.ENTITY_NOT_FOUND.code} when there is none)."
 )
-_CONNECTION_ID = _ID.format("connection")
-_JOB_ID = _ID.format("job")
+ID_PARAMETERS = {"connection_id": _ID.format("connection"), "job_id": _ID.format("job")}
+"""How an id in a path reads, the same on every operation that takes it."""
 CONNECTION_TEST_FAILED = {
     "code": catalogue.CONNECTION_TEST_FAILED.code,
     "title": "Database Connection Error",
     "message": "The adapter failed to connect to the target data source. Check credentials and "
     "network access. (connection refused)",
 }
+DATASOURCE_FAILED: dict[int, tuple[str, Any]] = {502: ("ErrorBody", CONNECTION_TEST_FAILED)}
+"""The answer of an operation that reaches the datasource, when it fails."""
 
 STATUSES = {
     502: "The datasource failed, not Fetcher: "
@@ -175,6 +172,7 @@ STATUSES = {
 class OperationDocs:
     description: str
     parameters: dict[str, str] = field(default_factory=dict)
+    """Parameter → its description (an id in the path: ``ID_PARAMETERS``)."""
     request: Any = None
     answers: dict[int, Any] = field(default_factory=dict)
     """Status → example body of that answer."""
@@ -208,7 +206,6 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ("GET", "/v1/fetcher/{job_id}"): OperationDocs(
         "Reads a job, rebuilt from its own events.",
         parameters={
-            "job_id": _JOB_ID,
             "asOf": "A version (1, 2, ...) or an RFC 3339 time: the job as it was then "
             "(404 when it did not exist yet).",
         },
@@ -218,7 +215,6 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
         "A job's event history in order, each event with its digest and the digest of the one "
         "before it (the hash chain auditors verify). Permission `fetcher:history` or "
         "`fetcher:get`.",
-        parameters={"job_id": _JOB_ID},
         answers={200: HISTORY},
     ),
     ("POST", "/v1/management/connections"): OperationDocs(
@@ -240,14 +236,12 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ),
     ("GET", "/v1/management/connections/{connection_id}"): OperationDocs(
         "Reads one connection (internal datasources too), without its secrets.",
-        parameters={"connection_id": _CONNECTION_ID},
         answers={200: CONNECTION},
     ),
     ("PATCH", "/v1/management/connections/{connection_id}"): OperationDocs(
         "Changes the fields given (the product cannot change here). A new password is "
         "encrypted under the newest key. "
         f"409 {catalogue.JOB_IN_PROGRESS.code} while a job of the connection runs.",
-        parameters={"connection_id": _CONNECTION_ID},
         request={"metadata": {"team": "finance"}},
         answers={
             200: {
@@ -260,21 +254,18 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ("DELETE", "/v1/management/connections/{connection_id}"): OperationDocs(
         "Deletes a connection: the row is kept (soft delete) with its credentials erased. "
         f"409 {catalogue.JOB_IN_PROGRESS.code} while a job of the connection runs.",
-        parameters={"connection_id": _CONNECTION_ID},
     ),
     ("POST", "/v1/management/connections/{connection_id}/test"): OperationDocs(
         "Connects to the database and answers how long it took. "
         f"A failure is 502 {catalogue.CONNECTION_TEST_FAILED.code} "
         "with a short, secret-free cause; ten tests a minute per connection.",
-        parameters={"connection_id": _CONNECTION_ID},
         answers={200: {"status": "success", "message": "Connection successful", "latencyMs": 74}},
-        errors={502: ("ErrorBody", CONNECTION_TEST_FAILED)},
+        errors=DATASOURCE_FAILED,
     ),
     ("GET", "/v1/management/connections/{connection_id}/schema"): OperationDocs(
         "Discovers the connection's tables and columns.",
-        parameters={"connection_id": _CONNECTION_ID},
         answers={200: SCHEMA},
-        errors={502: ("ErrorBody", CONNECTION_TEST_FAILED)},
+        errors=DATASOURCE_FAILED,
     ),
     ("POST", "/v1/management/connections/validate-schema"): OperationDocs(
         "Checks that every datasource, table and field of a request exists, before sending "
@@ -291,7 +282,6 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
     ("POST", "/v1/management/connections/{connection_id}/assign"): OperationDocs(
         "Gives a connection without a product the product in `X-Product-Name`; a product is "
         f"given once (409 {catalogue.CONNECTION_ALREADY_ASSIGNED.code} after).",
-        parameters={"connection_id": _CONNECTION_ID},
         answers={200: CONNECTION},
     ),
     ("GET", "/v1/audit/checkpoints"): OperationDocs(
@@ -361,7 +351,8 @@ def _apply(operation: Operation, docs: OperationDocs) -> None:
     operation.description = operation.description or docs.description
     for parameter in operation.parameters or ():
         if isinstance(parameter, Parameter) and not parameter.description:
-            parameter.description = docs.parameters.get(parameter.name)
+            name = parameter.name
+            parameter.description = docs.parameters.get(name, ID_PARAMETERS.get(name))
     body = operation.request_body
     if docs.request is not None and isinstance(body, RequestBody):
         media = body.content.get("application/json")

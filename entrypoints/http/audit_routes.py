@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from litestar import Controller, get
+from litestar import get
 from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 
 from domain.audit_chain import Checkpoint
 from domain.identity import Permission
 from domain.tenant import Tenant
-from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
-from entrypoints.http.guards import needs, requires_permission
+from entrypoints.http.guards import GuardedController, needs
 from entrypoints.http.list_params import invalid_parameter
 from entrypoints.http.schemas import AuditCheckpoints, AuditCheckpointView
 from entrypoints.roles import ApiServices
@@ -40,11 +39,9 @@ def _count(raw: str | None, name: str, default: int, minimum: int) -> int:
     return int(raw)
 
 
-class AuditController(Controller):
+class AuditController(GuardedController):
     path = "/v1/audit"
     tags = ["audit"]
-    security = BEARER_REQUIREMENT
-    guards = [requires_permission]
 
     @get(
         "/checkpoints",

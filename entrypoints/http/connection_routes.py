@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Controller, Request, Response, delete, get, patch, post
+from litestar import Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody
 
 from application.connections.queries.connection_schema import ConnectionSchema
+from application.connections.queries.list_connections import ListFilter
 from application.connections.queries.validate_schema import SchemaIssue
 from application.ports.connection_repository import ConnectionPage
 from application.timefmt import rfc3339nano
@@ -21,11 +22,10 @@ from domain.connection_input import ConnectionInput
 from domain.errors import InvalidRequest
 from domain.identity import Permission
 from domain.tenant import Tenant
-from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.body_errors import PREFIX as UNPARSABLE
 from entrypoints.http.body_errors import port_shown
 from entrypoints.http.errors import error_responses, status_of
-from entrypoints.http.guards import needs, requires_permission
+from entrypoints.http.guards import GuardedController, needs
 from entrypoints.http.job_routes import go_json, parse_id
 from entrypoints.http.list_params import parse_list_filter
 from entrypoints.http.openapi import (
@@ -75,9 +75,23 @@ def connection_view(connection: Connection) -> ConnectionView:
     )
 
 
-def _page(result: ConnectionPage, page: int, limit: int) -> ConnectionList:
+def _list_filter(
+    request: Request[Any, Any, Any], services: ApiServices, *, product: str | None
+) -> ListFilter:
+    """The page of a list the query asks for, within the service's page limit."""
+    return parse_list_filter(
+        request.query_params.multi_items(),
+        product=product,
+        max_limit=services.connections.max_page_limit,
+    )
+
+
+def _page(result: ConnectionPage, wanted: ListFilter) -> ConnectionList:
     return ConnectionList(
-        items=[connection_view(c) for c in result.items], page=page, limit=limit, total=result.total
+        items=[connection_view(c) for c in result.items],
+        page=wanted.page,
+        limit=wanted.limit,
+        total=result.total,
     )
 
 
@@ -128,11 +142,9 @@ async def _sent_connection(
     return data.to_input()
 
 
-class ConnectionController(Controller):
+class ConnectionController(GuardedController):
     path = "/v1/management/connections"
     tags = ["connections"]
-    security = BEARER_REQUIREMENT
-    guards = [requires_permission]
 
     @post(
         "/",
@@ -170,13 +182,8 @@ class ConnectionController(Controller):
         tenant: NamedDependency[Tenant],
         request: Request[Any, Any, Any],
     ) -> ConnectionList:
-        wanted = parse_list_filter(
-            request.query_params.multi_items(),
-            product=_product(request, required=False),
-            max_limit=services.connections.max_page_limit,
-        )
-        found = await services.connections.list(wanted, tenant=tenant)
-        return _page(found, wanted.page, wanted.limit)
+        wanted = _list_filter(request, services, product=_product(request, required=False))
+        return _page(await services.connections.list(wanted, tenant=tenant), wanted)
 
     @get(
         "/unassigned",
@@ -192,13 +199,8 @@ class ConnectionController(Controller):
         tenant: NamedDependency[Tenant],
         request: Request[Any, Any, Any],
     ) -> ConnectionList:
-        wanted = parse_list_filter(
-            request.query_params.multi_items(),
-            product=None,
-            max_limit=services.connections.max_page_limit,
-        )
-        found = await services.connections.list_unassigned(wanted, tenant=tenant)
-        return _page(found, wanted.page, wanted.limit)
+        wanted = _list_filter(request, services, product=None)
+        return _page(await services.connections.list_unassigned(wanted, tenant=tenant), wanted)
 
     @post(
         "/validate-schema",

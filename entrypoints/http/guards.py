@@ -2,20 +2,22 @@
 
 A route that is not open names its permission in its handler's ``opt`` (Litestar's way of
 giving a guard per-route data): ``@get(..., opt=needs(Permission.FETCHER_GET))``. The
-controllers that hold such routes carry ``requires_permission``, which asks the configured
-authoriser (the token's permissions claim, or the authorization service in plugin mode); with
-authentication off it lets everything through.
+controllers that hold such routes are ``GuardedController``s: they carry
+``requires_permission``, which asks the configured authoriser (the token's permissions claim,
+or the authorization service in plugin mode; with authentication off it lets everything
+through), and document the bearer token.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from litestar import Controller
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from domain.identity import Permission
-from entrypoints.http.auth import HttpSecurity
+from entrypoints.http.auth import BEARER_REQUIREMENT, HttpSecurity
 
 PERMISSION: Final = "permission"
 """The key of a handler's ``opt`` that holds the permission its route needs."""
@@ -45,3 +47,11 @@ async def requires_permission(
     if security.authorizer is None:
         return
     await security.authorizer.authorize(connection.user, permission, connection.auth)
+
+
+class GuardedController(Controller):
+    """A controller of routes that are not open: each needs a bearer token and the permission
+    its handler names."""
+
+    security = BEARER_REQUIREMENT
+    guards = [requires_permission]

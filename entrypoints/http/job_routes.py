@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import msgspec
-from litestar import Controller, Request, Response, get, post
+from litestar import Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
@@ -22,9 +22,8 @@ from domain.identity import Permission
 from domain.job import Job
 from domain.request import filters_json, thaw
 from domain.tenant import Tenant
-from entrypoints.http.auth import BEARER_REQUIREMENT
 from entrypoints.http.errors import error_responses
-from entrypoints.http.guards import needs, requires_permission
+from entrypoints.http.guards import GuardedController, needs
 from entrypoints.http.list_params import invalid_parameter
 from entrypoints.http.request_context import request_id_of
 from entrypoints.http.schemas import (
@@ -77,6 +76,19 @@ def job_view(job: Job, progress: JobProgress | None = None) -> JobView:
     )
 
 
+def _accepted(job: Job, message: str, status_code: int) -> Response[JobAccepted]:
+    """The answer to a job request: the new job (202), or the existing one (200)."""
+    return Response(
+        JobAccepted(
+            jobId=str(job.id),
+            status=job.status,
+            createdAt=rfc3339nano(job.created_at),
+            message=message,
+        ),
+        status_code=status_code,
+    )
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, UUID):
         return str(value)
@@ -113,11 +125,9 @@ def parse_as_of(raw: str) -> int | datetime:
     return moment
 
 
-class JobController(Controller):
+class JobController(GuardedController):
     path = "/v1/fetcher"
     tags = ["jobs"]
-    security = BEARER_REQUIREMENT
-    guards = [requires_permission]
 
     @post(
         "/",
@@ -153,26 +163,9 @@ class JobController(Controller):
             request_id=request_id_of(request),
             tenant=tenant,
         )
-        job = result.job
         if result.created:
-            return Response(
-                JobAccepted(
-                    jobId=str(job.id),
-                    status=job.status,
-                    createdAt=rfc3339nano(job.created_at),
-                    message="Job created and queued for processing",
-                ),
-                status_code=202,
-            )
-        return Response(
-            JobAccepted(
-                jobId=str(job.id),
-                status=job.status,
-                createdAt=rfc3339nano(job.created_at),
-                message="Duplicate request detected - returning existing job",
-            ),
-            status_code=200,
-        )
+            return _accepted(result.job, "Job created and queued for processing", 202)
+        return _accepted(result.job, "Duplicate request detected - returning existing job", 200)
 
     @get(
         "/{job_id:str}",
