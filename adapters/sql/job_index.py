@@ -252,12 +252,7 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
             .order_by(jobs.c.created_at)
             .limit(limit)
         )
-        try:
-            async with self._engine.connect() as conn:
-                rows = (await conn.execute(query)).all()
-                return await _summaries(conn, rows)
-        except sa_exc.DBAPIError as error:
-            raise Unavailable() from error
+        return await self._listed(query)
 
     async def search(self, search: JobSearch) -> list[JobSummary]:
         conditions = [jobs.c.tenant == search.tenant.id]
@@ -289,6 +284,10 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
             .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())
             .limit(search.limit)
         )
+        return await self._listed(query)
+
+    async def _listed(self, query: Any) -> list[JobSummary]:
+        """The summaries of the job rows ``query`` selects, in its order."""
         try:
             async with self._engine.connect() as conn:
                 rows = (await conn.execute(query)).all()

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
 
-from litestar import Controller, Request, get, post
+from litestar import Request, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Stream, Template
@@ -36,7 +36,7 @@ from domain.identity import Permission
 from domain.request import thaw
 from domain.tenant import Tenant
 from entrypoints.console.explain import explain_failure
-from entrypoints.http.guards import needs, requires_permission
+from entrypoints.http.guards import GuardedController, needs
 from entrypoints.http.job_routes import parse_id
 from entrypoints.http.list_params import invalid_parameter
 from entrypoints.roles import ApiServices, ConsoleServices
@@ -148,9 +148,8 @@ def _event_name(topic: str) -> str:
     return topic.rpartition(":")[2].rpartition(".")[2].removeprefix("Job")
 
 
-class ConsoleController(Controller):
+class ConsoleController(GuardedController):
     path = "/v1/console"
-    guards = [requires_permission]
     include_in_schema = False
 
     @get("/jobs", opt=needs(Permission.FETCHER_GET))
