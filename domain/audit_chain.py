@@ -15,6 +15,12 @@ Stdlib only, so that an auditor can read (or re-implement) exactly what is check
 - A **checkpoint** pins the running hash and count at a position, and the head (version,
   digest) of every job whose events fall after the previous checkpoint (by the SHA-256 of
   their canonical JSON); it is signed over ``CHECKPOINT_DOMAIN`` and its canonical JSON body.
+- Since the heads' **Merkle root** was added, a checkpoint also signs ``heads_root``: the root of
+  a Merkle tree (RFC 9162, section 2.1) whose leaves are the heads in job id order, each leaf
+  ``SHA-256(0x00 || canonical JSON [job, version, digest])``, each node
+  ``SHA-256(0x01 || left || right)``. A job's inclusion proof (its leaf's index, the tree's size
+  and the sibling hashes up to the root) shows one tenant's job in a checkpoint without showing
+  the other jobs. Checkpoints recorded before it have no ``heads_root`` (and sign no such key).
 """
 
 from __future__ import annotations
@@ -141,6 +147,72 @@ def heads_digest(heads: Mapping[str, tuple[int, str]]) -> str:
     return hashlib.sha256(canonical_json(doc)).hexdigest()
 
 
+def head_leaf(job: str, version: int, digest: str) -> bytes:
+    """The Merkle leaf hash of one job's head."""
+    return hashlib.sha256(b"\x00" + canonical_json([job, version, digest])).digest()
+
+
+def _node(left: bytes, right: bytes) -> bytes:
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _split(size: int) -> int:
+    """The largest power of two smaller than ``size`` (``size`` > 1)."""
+    return 1 << ((size - 1).bit_length() - 1)
+
+
+def merkle_root(leaves: list[bytes]) -> bytes:
+    """RFC 9162's Merkle tree hash of ``leaves`` (already leaf hashes); of none, the hash of
+    nothing."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return leaves[0]
+    k = _split(len(leaves))
+    return _node(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
+
+
+def inclusion_path(leaves: list[bytes], index: int) -> list[bytes]:
+    """The sibling hashes from leaf ``index`` up to the root (RFC 9162, 2.1.3.1)."""
+    if len(leaves) <= 1:
+        return []
+    k = _split(len(leaves))
+    if index < k:
+        return [*inclusion_path(leaves[:k], index), merkle_root(leaves[k:])]
+    return [*inclusion_path(leaves[k:], index - k), merkle_root(leaves[:k])]
+
+
+def root_from_path(leaf: bytes, index: int, size: int, path: list[bytes]) -> bytes | None:
+    """The root that ``leaf`` at ``index`` of a tree of ``size`` leaves proves with ``path``
+    (RFC 9162, 2.1.3.2); None when the path cannot belong to such a tree."""
+    if not 0 <= index < size:
+        return None
+    fn, sn, node = index, size - 1, leaf
+    for sibling in path:
+        if sn == 0:
+            return None
+        if fn & 1 or fn == sn:
+            node = _node(sibling, node)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            node = _node(node, sibling)
+        fn >>= 1
+        sn >>= 1
+    return node if sn == 0 else None
+
+
+def heads_leaves(heads: Mapping[str, tuple[int, str]]) -> list[tuple[str, bytes]]:
+    """The heads' leaves in job id order, with their job ids."""
+    return [(job, head_leaf(job, *heads[job])) for job in sorted(heads)]
+
+
+def heads_root(heads: Mapping[str, tuple[int, str]]) -> str:
+    return merkle_root([leaf for _, leaf in heads_leaves(heads)]).hex()
+
+
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     """A signed statement: the log up to ``position`` holds ``count`` records whose running
@@ -159,6 +231,8 @@ class Checkpoint:
     """None when not shown; then ``heads_sha256`` is as given."""
     signature: str = ""
     heads_sha256: str = ""
+    heads_root: str = ""
+    """The heads' Merkle root (empty on a checkpoint recorded before roots were signed)."""
 
     def __post_init__(self) -> None:
         if self.heads is not None and not self.heads_sha256:
@@ -166,7 +240,11 @@ class Checkpoint:
 
     @property
     def heads_match(self) -> bool:
-        return self.heads is None or heads_digest(self.heads) == self.heads_sha256
+        if self.heads is None:
+            return True
+        if self.heads_root and heads_root(self.heads) != self.heads_root:
+            return False
+        return heads_digest(self.heads) == self.heads_sha256
 
     def body(self) -> dict[str, Any]:
         return {
@@ -176,6 +254,7 @@ class Checkpoint:
             "recorded_at": self.recorded_at,
             "key_id": self.key_id,
             "heads_sha256": self.heads_sha256,
+            **({"heads_root": self.heads_root} if self.heads_root else {}),
         }
 
     def message(self) -> bytes:
@@ -208,4 +287,5 @@ class Checkpoint:
             heads=heads,
             signature=str(doc.get("signature") or ""),
             heads_sha256=str(doc.get("heads_sha256") or ""),
+            heads_root=str(doc.get("heads_root") or ""),
         )

@@ -10,6 +10,7 @@ from typing import TypeVar
 from adapters.metrics.prometheus import PrometheusMetrics
 from application.audit.bundle import ExportBundle
 from application.audit.checkpoints import ListCheckpoints
+from application.audit.proof import ProveJob
 from application.audit.verify_job import VerifyJob
 from application.connections.commands.assign_connection import AssignConnection
 from application.connections.commands.check_connection import CheckConnection
@@ -139,6 +140,8 @@ class ApiServices:
     allowed)."""
     console: ConsoleServices | None = None
     """The console's own queries (None: the console pages say it is not available)."""
+    prove_job: ProveJob | None = None
+    """A job's inclusion proof (None: the event store keeps no audit trail)."""
 
 
 @dataclass(slots=True)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from sqlalchemy import BigInteger, Column, MetaData, Table, Text, select
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from adapters.common.postgres import PostgresAddress
-from adapters.sql.tables import create_engine_for, create_tables
+from adapters.sql.tables import create_engine_for, create_tables, upgrade_table
 from application.ports.audit import CheckpointStore
 from domain.audit_chain import Checkpoint
 from domain.errors import Unavailable
@@ -28,7 +29,14 @@ checkpoints = Table(
     Column("key_id", Text, nullable=False),
     Column("heads", Text, nullable=False),
     Column("signature", Text, nullable=False),
+    Column("heads_root", Text, nullable=False, server_default=""),
 )
+
+
+def _upgrade(conn: Connection) -> None:
+    """A table from before the heads' roots were signed gains the column (its rows: none)."""
+    upgrade_table(conn, checkpoints)
+
 
 _UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
 
@@ -42,6 +50,7 @@ def _row(checkpoint: Checkpoint) -> dict[str, object]:
         "key_id": checkpoint.key_id,
         "heads": json.dumps(checkpoint.heads_json() or {}, separators=(",", ":")),
         "signature": checkpoint.signature,
+        "heads_root": checkpoint.heads_root,
     }
 
 
@@ -56,6 +65,7 @@ def _checkpoint(row: object) -> Checkpoint:
             "key_id": m["key_id"],
             "heads": json.loads(m["heads"]),
             "signature": m["signature"],
+            "heads_root": m["heads_root"],
         }
     )
 
@@ -75,7 +85,7 @@ class SqlCheckpointStore(CheckpointStore):
     async def create_schema(self) -> None:
         try:
             # Processes starting together race to create the table; the loser retries.
-            await create_tables(self._engine, _metadata)
+            await create_tables(self._engine, _metadata, upgrade=_upgrade)
         except _UNAVAILABLE as e:
             raise Unavailable("the audit checkpoints cannot be stored") from e
 

@@ -9,7 +9,14 @@ from datetime import datetime
 from application.ports.audit import AuditLog, CheckpointSigner, CheckpointStore
 from application.ports.clock import Clock
 from application.timefmt import rfc3339nano
-from domain.audit_chain import ZERO_ROOT, Checkpoint, Record, log_step, record_digest
+from domain.audit_chain import (
+    ZERO_ROOT,
+    Checkpoint,
+    Record,
+    heads_root,
+    log_step,
+    record_digest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +92,7 @@ class RecordCheckpoints:
             recorded_at=rfc3339nano(now),
             key_id=self.signer.key_id,
             heads=dict(self._heads),
+            heads_root=heads_root(self._heads),
         )
         signed = replace(unsigned, signature=self.signer.sign(unsigned.message()))
         await self.checkpoints.add(signed)

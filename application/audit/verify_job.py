@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from uuid import UUID
 
+from application.audit.proof import holding_checkpoint
 from application.ports.audit import AuditLog, CheckpointKeys, CheckpointStore, SignatureCheck
 from application.ports.job_repository import Jobs
 from domain.audit_chain import GENESIS, Checkpoint, content_digest, prev_digest_of, split_linked
 from domain.tenant import Tenant
-
-PAGE = 100
 
 
 class Verdict(StrEnum):
@@ -126,18 +125,6 @@ class VerifyJob:
         )
 
     async def _holding(self, job_id: UUID) -> Checkpoint | None:
-        """The newest checkpoint that names the job among its heads (each checkpoint names the
-        jobs recorded since the one before it, at the version they stood at)."""
         if self.checkpoints is None:
             return None
-        key = str(job_id)
-        found: Checkpoint | None = None
-        after = 0
-        while True:
-            page = await self.checkpoints.page(after, PAGE)
-            for checkpoint in page:
-                if checkpoint.heads and key in checkpoint.heads:
-                    found = checkpoint
-            if len(page) < PAGE:
-                return found
-            after = page[-1].position
+        return await holding_checkpoint(self.checkpoints, job_id)

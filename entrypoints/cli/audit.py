@@ -39,6 +39,7 @@ from application.audit.bundle import (
     verify_bundle_file,
     verify_store,
 )
+from application.audit.proof import ProofError, check_proof
 from application.audit.verify import VerifyReport
 from application.audit.witness import PREFIX as WITNESS_PREFIX
 from application.audit.witness import read_witness
@@ -256,6 +257,45 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify_job(args: argparse.Namespace) -> int:
+    """A job's inclusion proof (``GET /v1/fetcher/{id}/proof``), checked offline."""
+    if not args.public_key:
+        raise AuditToolError("--public-key is required (fetcher keys audit-public)")
+    try:
+        text = sys.stdin.read() if args.proof == "-" else Path(args.proof).read_text()
+        doc = json.loads(text)
+    except OSError as e:
+        raise AuditToolError(f"cannot read {args.proof}: {e.strerror or e}") from None
+    except ValueError:
+        raise AuditToolError(f"{args.proof} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise AuditToolError(f"{args.proof} is not a job proof")
+    try:
+        result = check_proof(doc, _keys(args.public_key, None))
+    except ProofError as e:
+        raise AuditToolError(str(e)) from None
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "jobId": doc.get("jobId"),
+                    "ok": result.ok,
+                    "problems": list(result.problems),
+                    "checked": list(result.checked),
+                }
+            )
+        )
+    else:
+        print(f"job {doc.get('jobId')}")
+        for item in result.checked:
+            print(f"checked: {item}")
+        for problem in result.problems:
+            print(f"FAIL: {problem}")
+        if result.ok:
+            print("OK")
+    return 0 if result.ok else 1
+
+
 def _main(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -329,3 +369,21 @@ def add_audit_commands(subparsers: Commands) -> None:
         action="store_true",
         help="print nothing, not even progress; the exit status tells (0 verified, 1 a break)",
     )
+    proof = command(
+        actions,
+        "verify-job",
+        _main(_verify_job),
+        help="check one job's inclusion proof offline (a tenant's auditor)",
+        description="Check a proof from GET /v1/fetcher/{id}/proof with the audit public key "
+        "only: the job's chain of events, the Merkle path from its last event to the "
+        "checkpoint's signed heads root, and the checkpoint's signature. It shows no other "
+        "job. Exit status 0: verified; 1: a problem (named); 2: could not verify.",
+    )
+    proof.add_argument("--proof", required=True, metavar="FILE", help="the proof, or - for stdin")
+    proof.add_argument(
+        "--public-key",
+        action="append",
+        metavar="BASE64|FILE",
+        help="an audit public key (repeat for rotated keys)",
+    )
+    proof.add_argument("--json", action="store_true", help="print the result as JSON")

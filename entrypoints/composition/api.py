@@ -9,6 +9,7 @@ from adapters.memory.rate_limiter import InMemoryTokenBucket
 from adapters.memory.schema_cache import InMemorySchemaCache
 from application.audit.bundle import ExportBundle
 from application.audit.checkpoints import ListCheckpoints
+from application.audit.proof import ProveJob
 from application.audit.verify_job import VerifyJob
 from application.connections.cached import CachingConnectionRepository
 from application.connections.commands.assign_connection import AssignConnection
@@ -121,6 +122,9 @@ def api_role(
         if infra.checkpoints is not None
         else None,
         console=console_services(infra, jobs),
+        prove_job=ProveJob(jobs, infra.events.audit_log, infra.checkpoints)
+        if infra.events.audit_log is not None and infra.checkpoints is not None
+        else None,
     )
 
 

@@ -217,6 +217,36 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
         "`fetcher:get`.",
         answers={200: HISTORY},
     ),
+    ("GET", "/v1/fetcher/{job_id}/proof"): OperationDocs(
+        "A job's inclusion proof, for a tenant's auditor: its records as stored, the signed "
+        "checkpoint holding its last event (without other jobs' heads) and the Merkle path to "
+        "that checkpoint's `heads_root`. Check it offline with `fetcher audit verify-job`. "
+        "Permission `fetcher:history` or `fetcher:get`.",
+        answers={
+            200: {
+                "format": "fetcher-job-proof-v1",
+                "jobId": JOB_ID,
+                "records": [
+                    {
+                        "version": 1,
+                        "topic": "domain.job:JobRequested",
+                        "state": "base64 of the stored event, exactly as recorded",
+                    }
+                ],
+                "checkpoint": {
+                    "position": 4,
+                    "count": 4,
+                    "root": "9f1c0a2e" * 8,
+                    "recorded_at": "2026-12-04T23:58:40.100000Z",
+                    "key_id": "1.54b8f9466046d238",
+                    "heads_sha256": "1b7e44d0" * 8,
+                    "heads_root": "5d0c1e9a" * 8,
+                    "signature": "base64 Ed25519 signature",
+                },
+                "inclusion": {"index": 0, "size": 2, "path": ["7a3e55c1" * 8]},
+            }
+        },
+    ),
     ("POST", "/v1/management/connections"): OperationDocs(
         "Registers a database under the product in `X-Product-Name`. The password and TLS "
         "material are stored encrypted and never returned. A `configName` already taken is "
@@ -301,6 +331,7 @@ OPERATIONS: dict[tuple[str, str], OperationDocs] = {
                         "recordedAt": "2026-12-04T23:58:40.100000Z",
                         "keyId": "ed25519:1",
                         "headsSha256": "1b7e44d0" * 8,
+                        "headsRoot": "5d0c1e9a" * 8,
                         "signature": "base64 Ed25519 signature over the checkpoint's lines",
                         "heads": {JOB_ID: [4, "c34eeede" * 8]},
                     }

@@ -28,6 +28,7 @@ def checkpoint_view(checkpoint: Checkpoint) -> AuditCheckpointView:
         headsSha256=checkpoint.heads_sha256,
         signature=checkpoint.signature,
         heads=checkpoint.heads_json(),
+        headsRoot=checkpoint.heads_root or None,
     )
 
 

@@ -17,7 +17,7 @@ from application.ports.job_progress import JobProgress
 from application.timefmt import rfc3339nano
 from domain import error_catalogue as catalogue
 from domain import gojson
-from domain.errors import InvalidRequest, MissingFields
+from domain.errors import FetcherError, InvalidRequest, MissingFields
 from domain.identity import Permission
 from domain.job import Job
 from domain.request import filters_json, thaw
@@ -190,6 +190,29 @@ class JobController(GuardedController):
             return job_view(job)
         reading = await services.get_job.with_progress(parsed, tenant=tenant)
         return job_view(reading.job, reading.progress)
+
+    @get(
+        "/{job_id:str}/proof",
+        opt=needs(Permission.FETCHER_HISTORY),
+        summary="A job's inclusion proof, for a tenant's auditor",
+        description="The job's records as stored (base64), the signed checkpoint that holds "
+        "its last event (without the other jobs' heads) and the Merkle path from the job's "
+        "head to the checkpoint's signed `heads_root`. `fetcher audit verify-job --proof FILE "
+        "--public-key KEY` checks it offline. `checkpoint` is null until the relay records one "
+        "that holds the job's last event.",
+        responses=error_responses(400, 404),
+    )
+    async def read_proof(
+        self,
+        services: NamedDependency[ApiServices],
+        tenant: NamedDependency[Tenant],
+        job_id: FromPath[str],
+    ) -> dict[str, Any]:
+        parsed = parse_id(job_id, "job")
+        if services.prove_job is None:
+            await services.get_job(parsed, tenant=tenant)  # the caller's job, or 404
+            raise FetcherError(entry=catalogue.NOT_FOUND)  # no audit trail to prove against
+        return (await services.prove_job(parsed, tenant=tenant)).to_json()
 
     @get(
         "/{job_id:str}/events",

@@ -91,6 +91,9 @@ class AuditCheckpointView(msgspec.Struct, omit_defaults=True):
     heads: dict[str, list[Any]] | None = None
     """Job id -> [version, digest] of the jobs recorded since the previous checkpoint; left
     out in multi-tenant mode (the signature covers their SHA-256)."""
+    headsRoot: str | None = None
+    """The heads' Merkle root, which a job's inclusion proof leads to (signed; absent on
+    checkpoints recorded before roots were)."""
 
 
 class AuditCheckpoints(msgspec.Struct):

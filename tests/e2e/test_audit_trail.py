@@ -4,6 +4,7 @@ an exported bundle with the public key that `fetcher keys audit-public` prints."
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -118,3 +119,25 @@ async def test_a_served_job_verifies_in_the_store_and_offline(
     )
     assert refused.returncode == 1
     assert "unsigned" in refused.stdout
+
+    # A tenant's auditor: the job's inclusion proof, checked offline with the public key only.
+    proof = httpx.get(f"{audited.api_url}/v1/fetcher/{job_id}/proof")
+    assert proof.status_code == 200, proof.text
+    assert proof.json()["checkpoint"]["heads_root"] and "heads" not in proof.json()["checkpoint"]
+    proof_file = tmp_path / "proof.json"
+    proof_file.write_text(proof.text)
+    checked = cli(
+        "audit", "verify-job", "--proof", str(proof_file), "--public-key", public, env=base_env()
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "OK" in checked.stdout and "under the checkpoint's heads root" in checked.stdout
+    forged = proof.json()
+    state = base64.b64decode(forged["records"][-1]["state"])
+    forged["records"][-1]["state"] = base64.b64encode(
+        state.replace(b"worker_id", b"worker_ID")
+    ).decode()
+    proof_file.write_text(json.dumps(forged))
+    refused = cli(
+        "audit", "verify-job", "--proof", str(proof_file), "--public-key", public, env=base_env()
+    )
+    assert refused.returncode == 1 and "FAIL" in refused.stdout, refused.stdout + refused.stderr

@@ -24,7 +24,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from adapters.crypto.audit_signing import Ed25519CheckpointKeys, Ed25519CheckpointSigner
 from application.audit.verify import ChainVerifier
-from domain.audit_chain import GENESIS, ZERO_ROOT, Checkpoint, Record, link, log_step
+from domain.audit_chain import (
+    GENESIS,
+    ZERO_ROOT,
+    Checkpoint,
+    Record,
+    heads_leaves,
+    heads_root,
+    inclusion_path,
+    link,
+    log_step,
+)
 
 VECTORS = Path(__file__).resolve().parents[3] / "docs" / "reference" / "audit-vectors.json"
 SEED = bytes(range(32))
@@ -73,12 +83,20 @@ def build() -> dict[str, Any]:
         )
     unsigned = Checkpoint(
         position=3, count=3, root=root.hex(), recorded_at=RECORDED_AT, key_id=signer.key_id,
-        heads=heads,
+        heads=heads, heads_root=heads_root(heads),
     )  # fmt: skip
     checkpoint = {
         **unsigned.to_json(),
         "signature": signer.sign(unsigned.message()),
         "message": unsigned.message().decode(),
+    }
+    leaves = [leaf for _, leaf in heads_leaves(heads)]
+    inclusion = {
+        "job": JOB_B,
+        "leaf": leaves[1].hex(),
+        "index": 1,
+        "size": len(leaves),
+        "path": [node.hex() for node in inclusion_path(leaves, 1)],
     }
     public = base64.b64encode(signer.public_key.public_bytes_raw()).decode()
     return {
@@ -87,6 +105,7 @@ def build() -> dict[str, Any]:
         "public_key_base64": public,
         "records": records,
         "checkpoint": checkpoint,
+        "inclusion": inclusion,
     }
 
 
@@ -134,8 +153,20 @@ def test_an_outside_implementation_reproduces_every_value(vectors: dict[str, Any
     assert c["heads"] == heads
     canonical = json.dumps(heads, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert hashlib.sha256(canonical.encode()).hexdigest() == c["heads_sha256"]
+    # The heads' Merkle root (RFC 9162): leaves in job id order, 0x00 before a leaf's JSON,
+    # 0x01 before two children.
+    leaves = [
+        hashlib.sha256(
+            b"\x00" + json.dumps([job, *heads[job]], separators=(",", ":")).encode()
+        ).digest()
+        for job in sorted(heads)
+    ]
+    assert len(leaves) == 2
+    assert hashlib.sha256(b"\x01" + leaves[0] + leaves[1]).hexdigest() == c["heads_root"]
+    proof = vectors["inclusion"]
+    assert proof["leaf"] == leaves[proof["index"]].hex() and proof["path"] == [leaves[0].hex()]
     body = {k: c[k] for k in ("position", "count", "root", "recorded_at", "key_id",
-                              "heads_sha256")}  # fmt: skip
+                              "heads_sha256", "heads_root")}  # fmt: skip
     message = (
         b"fetcher-audit-checkpoint-v1\n"
         + json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()

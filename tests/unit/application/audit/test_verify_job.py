@@ -3,7 +3,10 @@ last event; each way it can break is named."""
 
 from __future__ import annotations
 
+import base64
+import copy
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from uuid import UUID, uuid4
@@ -15,6 +18,7 @@ from adapters.crypto.audit_signing import AuditKeys
 from adapters.crypto.keys import KeyRing, generate_master_key
 from adapters.eventstore.store import EventsourcingJobEventStore
 from application.audit.checkpointer import RecordCheckpoints
+from application.audit.proof import FORMAT, ProofError, ProveJob, check_proof
 from application.audit.verify_job import Verdict, VerifyJob
 from application.jobs.repository import EventSourcedJobs
 from application.ports.audit import SignatureCheck
@@ -134,3 +138,78 @@ async def test_another_tenants_job_is_not_found(world: World) -> None:
     with pytest.raises(FetcherError) as caught:
         await world.verifier()(job, tenant=Tenant("someone-else"))
     assert caught.value.code == "FET-1001"
+
+
+async def _one_checkpoint(world: World) -> None:
+    """One checkpoint over everything the log holds."""
+    recorder = RecordCheckpoints(
+        world.store, world.checkpoints, KEYS.signer, world.clock, every_seconds=0
+    )
+    assert await recorder() == 1
+
+
+async def _proof(world: World, job: UUID) -> dict:
+    prove = ProveJob(EventSourcedJobs(world.store), world.store, world.checkpoints)
+    return (await prove(job, tenant=SINGLE_TENANT)).to_json()
+
+
+async def test_a_jobs_proof_checks_offline_and_shows_no_other_job(world: World) -> None:
+    jobs_ = [await world.ended_job() for _ in range(5)]
+    await _one_checkpoint(world)
+    job = jobs_[2]
+    proof = json.loads(json.dumps(await _proof(world, job)))  # as it travels
+    index = sorted(str(j) for j in jobs_).index(str(job))  # leaves in job id order
+    assert proof["inclusion"]["size"] == 5 and proof["inclusion"]["index"] == index
+    assert len(proof["inclusion"]["path"]) == (1 if index == 4 else 3)
+    text = json.dumps(proof)
+    assert all(str(other) not in text for other in jobs_ if other != job)
+    assert "heads" not in proof["checkpoint"]
+    checked = check_proof(proof, KEYS.keys)
+    assert checked.ok, checked.problems
+    assert any(f"leaf {index} of 5" in item for item in checked.checked)
+
+
+async def test_a_proof_fails_when_anything_in_it_changes(world: World) -> None:
+    jobs_ = [await world.ended_job() for _ in range(3)]
+    await _one_checkpoint(world)
+    proof = await _proof(world, jobs_[0])
+
+    changed = copy.deepcopy(proof)
+    state = base64.b64decode(changed["records"][2]["state"]).replace(b'"boom"', b'"fine"')
+    changed["records"][2]["state"] = base64.b64encode(state).decode()
+    assert (
+        "version 3's content does not match its digest" in check_proof(changed, KEYS.keys).problems
+    )
+
+    other = copy.deepcopy(proof)
+    other["jobId"] = str(jobs_[1])  # another job's id on this job's records and path
+    assert not check_proof(other, KEYS.keys).ok
+
+    moved = copy.deepcopy(proof)
+    moved["inclusion"]["index"] = (moved["inclusion"]["index"] + 1) % 3
+    assert any("is not the one the checkpoint" in p for p in check_proof(moved, KEYS.keys).problems)
+
+    rooted = copy.deepcopy(proof)
+    rooted["checkpoint"]["heads_root"] = "0" * 64  # a root the signature does not cover
+    assert "the checkpoint's signature is invalid" in check_proof(rooted, KEYS.keys).problems
+
+    assert check_proof(proof, OTHER_KEYS.keys).problems == (
+        "the checkpoint's signature is unknown key",
+    )
+    assert check_proof(proof, KEYS.keys).ok
+
+
+async def test_a_job_not_yet_checkpointed_has_a_proof_without_checkpoint(world: World) -> None:
+    job = await world.ended_job()
+    proof = await _proof(world, job)
+    assert proof["checkpoint"] is None
+    assert check_proof(proof, KEYS.keys).problems == (
+        "no checkpoint holds the job's last event yet",
+    )
+
+
+async def test_a_document_that_is_not_a_proof_is_said_so(world: World) -> None:
+    with pytest.raises(ProofError):
+        check_proof({"format": "something else"}, KEYS.keys)
+    with pytest.raises(ProofError):
+        check_proof({"format": FORMAT, "jobId": "not-a-uuid", "records": []}, KEYS.keys)

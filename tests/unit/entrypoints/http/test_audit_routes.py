@@ -129,9 +129,10 @@ async def test_checkpoints_are_listed_and_their_signatures_verify(audited, app):
                 "recorded_at": item["recordedAt"],
                 "key_id": item["keyId"],
                 "heads_sha256": item["headsSha256"],
+                "heads_root": item.get("headsRoot", ""),
             }
         )
-        assert checkpoint.heads_match
+        assert checkpoint.heads_root and checkpoint.heads_match
         assert keys.check(checkpoint.key_id, checkpoint.message(), item["signature"]).value == (
             "valid"
         )

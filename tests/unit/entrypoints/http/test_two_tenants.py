@@ -207,6 +207,12 @@ AIMED_AT_B: dict[tuple[str, str], Callable[[Theirs], Call]] = {
         "FET-1001",
     ),
     ("GET", "/v1/audit/checkpoints"): lambda b: ("/v1/audit/checkpoints", {}, 200, ""),
+    ("GET", "/v1/fetcher/{job_id}/proof"): lambda b: (
+        f"/v1/fetcher/{b.job}/proof",
+        {},
+        404,
+        "FET-1001",
+    ),
     ("GET", "/v1/console/jobs"): lambda b: ("/v1/console/jobs", {}, 200, ""),
     ("GET", "/v1/console/jobs/{job_id}"): lambda b: (
         f"/v1/console/jobs/{b.job}",
@@ -307,6 +313,13 @@ B_ON_ITS_OWN: dict[tuple[str, str], Callable[[Theirs], Call]] = {
     ("GET", "/v1/fetcher/{job_id}"): lambda b: (f"/v1/fetcher/{b.job}", {}, 200, ""),
     ("GET", "/v1/fetcher/{job_id}/events"): lambda b: (f"/v1/fetcher/{b.job}/events", {}, 200, ""),
     ("GET", "/v1/audit/checkpoints"): lambda b: ("/v1/audit/checkpoints", {}, 200, ""),
+    # B's job is found; the in-memory store keeps no audit trail to prove it against.
+    ("GET", "/v1/fetcher/{job_id}/proof"): lambda b: (
+        f"/v1/fetcher/{b.job}/proof",
+        {},
+        404,
+        "FET-0005",
+    ),
     ("GET", "/v1/console/jobs"): lambda b: ("/v1/console/jobs", {}, 200, ""),
     ("GET", "/v1/console/jobs/{job_id}"): lambda b: (f"/v1/console/jobs/{b.job}", {}, 200, ""),
     ("GET", "/v1/console/jobs/{job_id}/history"): lambda b: (
