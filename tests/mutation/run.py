@@ -137,6 +137,7 @@ EXPLAINED: dict[tuple[str, int, str], str] = {
     ("adapters/crypto/signing.py", 151, "*"): _ANNOTATION,
     ("adapters/crypto/signing.py", 117, "core/ReplaceComparisonOperator_Eq_Is"): _INTERNED,
     ("adapters/crypto/signing.py", 119, "core/ReplaceComparisonOperator_Eq_Is"): _INTERNED,
+    ("adapters/crypto/signing.py", 127, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
     ("adapters/crypto/signing.py", 145, "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
     # adapters/auth/plugin.py
     ("adapters/auth/plugin.py", 74, "core/ReplaceComparisonOperator_Is_Eq"): _ENUM_IS,

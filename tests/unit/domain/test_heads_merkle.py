@@ -58,3 +58,13 @@ def test_the_heads_are_ordered_by_job_id() -> None:
         heads_root(heads)
         == merkle_root([head_leaf("a", 1, "y" * 64), head_leaf("b", 2, "x" * 64)]).hex()
     )
+
+
+def test_a_leaf_is_the_canonical_json_whatever_the_job_id_holds() -> None:
+    import json
+
+    for job in ["0190f0f0-0000-7000-8000-00000000000a", 'a"b', "back\\slash", "tab\there", "é"]:
+        canonical = json.dumps(
+            [job, 3, "ab" * 32], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode()
+        assert head_leaf(job, 3, "ab" * 32) == hashlib.sha256(b"\x00" + canonical).digest(), job
