@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint services services-stop clean bench walkthrough-db chaos mutation
+.PHONY: run test check lint services services-stop clean bench walkthrough-db chaos mutation console-screenshots
 
 $(RUN_STAMP): pyproject.toml
 	@echo "==> setting up $(VENV) to run fetcher: about 90 packages (~270 MB), 1-2 minutes on a fresh machine"
@@ -60,6 +60,10 @@ MUTATION_ONLY ?=
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[dev,mutation]"
 	nice -n 10 $(BIN)/python tests/mutation/run.py $(if $(MUTATION_ONLY),--only $(MUTATION_ONLY),)
+
+## The console's screenshots in the docs, taken by its browser test against `fetcher serve`.
+console-screenshots: $(STAMP) services
+	FETCHER_CONSOLE_SHOTS=$(CURDIR)/docs/images/console $(BIN)/pytest -q -p no:randomly tests/e2e/test_console.py
 
 services:
 	bash deploy/system-packages.sh

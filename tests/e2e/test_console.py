@@ -2,15 +2,19 @@
 `fetcher serve` on the embedded default, with a PostgreSQL source read through a slowed proxy
 so that a running job can be watched to its end.
 
-Each page is screenshotted into `docs/images/console/` (the docs show them): list, a running
-job, a completed job with its verified proof, a tampered job flagged, connections, a schema,
-checkpoints. Nothing may log a console error, fail a request or leave loopback.
+Each page is screenshotted: list, a running job, a completed job with its verified proof, a
+tampered job flagged, connections, a schema, checkpoints. `make console-screenshots` writes them
+into `docs/images/console/`, where the docs show them (`FETCHER_CONSOLE_SHOTS` names the
+folder; by default a temporary one, so that a test run leaves the checkout as it was). Nothing
+may log a console error, fail a request or leave loopback.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,14 +23,14 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.conftest import ROOT, Processes, base_env, free_port
+from tests.e2e.conftest import Processes, base_env, free_port
 from tests.e2e.test_docs_site import browser, open_page  # noqa: F401  (fixture)
 from tests.e2e.test_embedded_default import cli
 from tests.e2e.test_job_flow import PRODUCT
 from tests.integration.auth_servers import LocalIdentityProvider
 from tests.support.tcp_proxy import ThreadedTcpProxy
 
-SHOTS = ROOT / "docs" / "images" / "console"
+SHOTS = Path(os.environ.get("FETCHER_CONSOLE_SHOTS") or tempfile.mkdtemp(prefix="console-shots-"))
 MARKUP = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 
 
