@@ -16,28 +16,27 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adapters.messaging.cloudevents_mapping import checkpoint_event_message, job_event_message
-from adapters.messaging.envelope import (
+from adapters.messaging.delivery import DeliveryProcessor, drain
+from adapters.messaging.wire.envelope import OutgoingMessage, header_text
+from adapters.messaging.wire.events import (
     EVENTS_EXCHANGE,
-    WORK_QUEUE,
-    DeliveryProcessor,
-    OutgoingMessage,
-    drain,
-    header_text,
-    work_message,
+    checkpoint_event_message,
+    job_event_message,
+    job_notification,
 )
+from adapters.messaging.wire.work import WORK_QUEUE, job_work_message
 from application.errors import PublishFailed
 from application.ports.messaging import (
     JobEventPublisher,
-    JobNotification,
     Settlement,
     WorkConsumer,
     WorkHandler,
-    WorkOrder,
     WorkQueue,
 )
 from application.ports.signer import MessageSigner
+from application.ports.tracer import TraceCarrier
 from domain.audit_chain import Checkpoint
+from domain.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +68,12 @@ class InProcessWorkQueue(WorkQueue):
         self._clock = clock or _unix_now
         self._closed = False
 
-    async def publish(self, order: WorkOrder) -> None:
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
         if self._closed:
             raise PublishFailed("the in-process work queue is closed")
-        message = work_message(order, queue=self.queue_name, signer=self._signer, now=self._clock())
+        message = job_work_message(
+            job, trace_context, queue=self.queue_name, signer=self._signer, now=self._clock()
+        )
         self.messages.put_nowait(message)
 
     async def check(self) -> None:
@@ -220,9 +221,9 @@ class JsonlJobEventPublisher(JobEventPublisher):
         self._lock = asyncio.Lock()
         self._closed = False
 
-    async def publish(self, notification: JobNotification) -> None:
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
         message = job_event_message(
-            notification,
+            job_notification(job, trace_context),
             source=self._source,
             exchange=self._exchange,
             signer=self._signer,

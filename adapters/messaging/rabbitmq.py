@@ -32,19 +32,24 @@ from aio_pika.exceptions import (
     PublishError,
 )
 
-from adapters.messaging.amqp_fields import amqp_headers
-from adapters.messaging.cloudevents_mapping import checkpoint_event_message, job_event_message
-from adapters.messaging.envelope import OutgoingMessage, work_message
 from adapters.messaging.unroutable import UnroutableMessages
+from adapters.messaging.wire.amqp_fields import amqp_headers
+from adapters.messaging.wire.envelope import CONTENT_TYPE, OutgoingMessage
+from adapters.messaging.wire.events import (
+    checkpoint_event_message,
+    job_event_message,
+    job_notification,
+)
+from adapters.messaging.wire.work import job_work_message
 from application.errors import MessageUnroutable, PortError, PublishFailed
-from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
+from application.ports.messaging import JobEventPublisher, WorkQueue
 from application.ports.metrics import MessageKind
 from application.ports.signer import MessageSigner
+from application.ports.tracer import TraceCarrier
 from domain.audit_chain import Checkpoint
+from domain.job import Job
 
 logger = logging.getLogger(__name__)
-
-CONTENT_TYPE = "application/json"
 
 
 def unix_now() -> int:
@@ -256,11 +261,11 @@ class AioPikaWorkQueue(_SignedPublisher, WorkQueue):
         publisher = await _ConfirmedPublisher.open(url, operation_timeout, unroutable)
         return cls(publisher, queue_name, signer, clock or unix_now)
 
-    async def publish(self, order: WorkOrder) -> None:
-        message = work_message(
-            order, queue=self._queue_name, signer=self._signer, now=self._clock()
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
+        message = job_work_message(
+            job, trace_context, queue=self._queue_name, signer=self._signer, now=self._clock()
         )
-        await self._send(message, str(order.job_id))
+        await self._send(message, str(job.id))
 
     async def check(self) -> None:
         name = self._queue_name
@@ -304,7 +309,8 @@ class AioPikaJobEventPublisher(_SignedPublisher, JobEventPublisher):
         target = await publisher.channel.get_exchange(exchange, ensure=False)
         return cls(publisher, target, source, signer, clock or unix_now)
 
-    async def publish(self, notification: JobNotification) -> None:
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
+        notification = job_notification(job, trace_context)
         message = job_event_message(
             notification,
             source=self._source,

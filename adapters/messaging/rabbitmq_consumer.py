@@ -11,7 +11,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
-from adapters.messaging.envelope import DeliveryProcessor, drain
+from adapters.messaging.delivery import DeliveryProcessor, drain
 from adapters.messaging.rabbitmq import BROKER_LINK, open_channel, unix_now
 from application.errors import PortError
 from application.ports.messaging import Settlement, WorkConsumer, WorkHandler
