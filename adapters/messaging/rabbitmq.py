@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import ClassVar
 
 import aio_pika
 from aio_pika.abc import (
@@ -91,6 +91,16 @@ class BrokerLink:
         if key in self._down:
             self._down.discard(key)
 
+    async def close(
+        self, connection: AbstractRobustConnection, *, within: float | None = None
+    ) -> None:
+        """Closes ``connection`` for the process (``closing``); a link already lost, or a
+        broker that does not answer within ``within`` seconds, does not hold it up."""
+        self.closing(connection)
+        with contextlib.suppress(TimeoutError, *CONNECTION_EXCEPTIONS):
+            async with asyncio.timeout(within):
+                await connection.close()
+
 
 BROKER_LINK = BrokerLink()
 
@@ -111,10 +121,34 @@ async def open_channel(
     try:
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     except CONNECTION_EXCEPTIONS as e:
-        BROKER_LINK.closing(connection)
-        await connection.close()
+        await BROKER_LINK.close(connection)
         raise error("cannot open a channel on the message broker") from e
     return connection, channel
+
+
+async def check_passively(
+    connection: AbstractRobustConnection,
+    checks: Mapping[str, Callable[[AbstractChannel], Awaitable[object]]],
+    *,
+    error: type[PortError] = PortError,
+    timeout: float | None = None,
+) -> None:
+    """Runs ``checks`` (passive declarations, keyed by what each checks) in order on one
+    throwaway channel, as a failed check closes its channel; each may take ``timeout``
+    seconds. Raises ``error``: the connection is closed, what does not exist, or the broker
+    failed the check."""
+    if connection.is_closed:
+        raise error("message broker connection is closed")
+    checking = "the broker"
+    try:
+        async with connection.channel(publisher_confirms=False) as channel:
+            for what, check in checks.items():
+                checking = what
+                await asyncio.wait_for(check(channel), timeout=timeout)
+    except ChannelNotFoundEntity as e:
+        raise error(f"{checking} does not exist") from e
+    except CONNECTION_EXCEPTIONS as e:
+        raise error("message broker check failed") from e
 
 
 class _ConfirmedPublisher:
@@ -190,22 +224,15 @@ class _ConfirmedPublisher:
         if self._channel.is_closed:
             raise PublishFailed("message broker channel is closed")
 
-    async def probe(self, check: Callable[[AbstractChannel], Any], what: str) -> None:
-        """Run a passive check of ``what`` on a throwaway channel (a failed check closes
-        its channel)."""
+    async def probe(self, check: Callable[[AbstractChannel], Awaitable[object]], what: str) -> None:
+        """Run a passive check of ``what`` (``check_passively``)."""
         self.ensure_open()
-        try:
-            async with self._connection.channel(publisher_confirms=False) as channel:
-                await asyncio.wait_for(check(channel), timeout=self._timeout)
-        except ChannelNotFoundEntity as e:
-            raise PublishFailed(f"{what} does not exist") from e
-        except CONNECTION_EXCEPTIONS as e:
-            raise PublishFailed("message broker check failed") from e
+        await check_passively(
+            self._connection, {what: check}, error=PublishFailed, timeout=self._timeout
+        )
 
     async def close(self) -> None:
-        BROKER_LINK.closing(self._connection)
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-            await self._connection.close()
+        await BROKER_LINK.close(self._connection)
 
 
 class _SignedPublisher:

@@ -76,12 +76,10 @@ class RabbitWorkConsumer(WorkConsumer):
             await channel.set_qos(prefetch_count=prefetch)
             queue = await channel.declare_queue(queue_name, passive=True)
         except ChannelNotFoundEntity as e:
-            BROKER_LINK.closing(connection)
-            await connection.close()
+            await BROKER_LINK.close(connection)
             raise PortError(f"work queue '{queue_name}' does not exist") from e
         except CONNECTION_EXCEPTIONS as e:
-            BROKER_LINK.closing(connection)
-            await connection.close()
+            await BROKER_LINK.close(connection)
             raise PortError("cannot consume the work queue") from e
         deliveries = DeliveryProcessor(
             signer=signer,
@@ -180,7 +178,4 @@ class RabbitWorkConsumer(WorkConsumer):
         await self._close()
 
     async def _close(self) -> None:
-        BROKER_LINK.closing(self._connection)
-        with contextlib.suppress(TimeoutError, *CONNECTION_EXCEPTIONS):
-            async with asyncio.timeout(BROKER_GONE_SECONDS):
-                await self._connection.close()
+        await BROKER_LINK.close(self._connection, within=BROKER_GONE_SECONDS)
