@@ -35,12 +35,8 @@ from aio_pika.exceptions import (
 from adapters.messaging.unroutable import UnroutableMessages
 from adapters.messaging.wire.amqp_fields import amqp_headers
 from adapters.messaging.wire.envelope import CONTENT_TYPE, OutgoingMessage
-from adapters.messaging.wire.events import (
-    checkpoint_event_message,
-    job_event_message,
-    job_notification,
-)
-from adapters.messaging.wire.work import job_work_message
+from adapters.messaging.wire.events import EventMessages
+from adapters.messaging.wire.work import WorkMessages
 from application.errors import MessageUnroutable, PortError, PublishFailed
 from application.ports.messaging import JobEventPublisher, WorkQueue
 from application.ports.metrics import MessageKind
@@ -236,21 +232,14 @@ class _ConfirmedPublisher:
 
 
 class _SignedPublisher:
-    """A publisher of signed messages to one exchange over a ``_ConfirmedPublisher``."""
+    """A publisher of the signed messages ``wire`` builds, to one exchange over a
+    ``_ConfirmedPublisher``."""
 
     kind: ClassVar[MessageKind]
 
-    def __init__(
-        self,
-        publisher: _ConfirmedPublisher,
-        exchange: AbstractExchange,
-        signer: MessageSigner,
-        clock: Callable[[], int],
-    ) -> None:
+    def __init__(self, publisher: _ConfirmedPublisher, exchange: AbstractExchange) -> None:
         self._publisher = publisher
         self._exchange = exchange
-        self._signer = signer
-        self._clock = clock
 
     async def _send(self, message: OutgoingMessage, message_id: str) -> None:
         await self._publisher.send(self._exchange, message, kind=self.kind, message_id=message_id)
@@ -264,15 +253,9 @@ class AioPikaWorkQueue(_SignedPublisher, WorkQueue):
 
     kind = MessageKind.WORK_ORDER
 
-    def __init__(
-        self,
-        publisher: _ConfirmedPublisher,
-        queue_name: str,
-        signer: MessageSigner,
-        clock: Callable[[], int],
-    ) -> None:
-        super().__init__(publisher, publisher.channel.default_exchange, signer, clock)
-        self._queue_name = queue_name
+    def __init__(self, publisher: _ConfirmedPublisher, messages: WorkMessages) -> None:
+        super().__init__(publisher, publisher.channel.default_exchange)
+        self._messages = messages
 
     @classmethod
     async def connect(
@@ -286,16 +269,13 @@ class AioPikaWorkQueue(_SignedPublisher, WorkQueue):
         unroutable: UnroutableMessages | None = None,
     ) -> AioPikaWorkQueue:
         publisher = await _ConfirmedPublisher.open(url, operation_timeout, unroutable)
-        return cls(publisher, queue_name, signer, clock or unix_now)
+        return cls(publisher, WorkMessages(queue_name, signer, clock or unix_now))
 
     async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
-        message = job_work_message(
-            job, trace_context, queue=self._queue_name, signer=self._signer, now=self._clock()
-        )
-        await self._send(message, str(job.id))
+        await self._send(self._messages.of(job, trace_context), str(job.id))
 
     async def check(self) -> None:
-        name = self._queue_name
+        name = self._messages.queue
         await self._publisher.probe(
             lambda channel: channel.declare_queue(name, passive=True), f"work queue '{name}'"
         )
@@ -308,15 +288,10 @@ class AioPikaJobEventPublisher(_SignedPublisher, JobEventPublisher):
     kind = MessageKind.EVENT
 
     def __init__(
-        self,
-        publisher: _ConfirmedPublisher,
-        exchange: AbstractExchange,
-        source: str,
-        signer: MessageSigner,
-        clock: Callable[[], int],
+        self, publisher: _ConfirmedPublisher, exchange: AbstractExchange, messages: EventMessages
     ) -> None:
-        super().__init__(publisher, exchange, signer, clock)
-        self._source = source
+        super().__init__(publisher, exchange)
+        self._messages = messages
 
     @classmethod
     async def connect(
@@ -334,27 +309,13 @@ class AioPikaJobEventPublisher(_SignedPublisher, JobEventPublisher):
             raise ValueError("the events exchange and the CloudEvents source are required")
         publisher = await _ConfirmedPublisher.open(url, operation_timeout, unroutable)
         target = await publisher.channel.get_exchange(exchange, ensure=False)
-        return cls(publisher, target, source, signer, clock or unix_now)
+        return cls(publisher, target, EventMessages(source, exchange, signer, clock or unix_now))
 
     async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
-        notification = job_notification(job, trace_context)
-        message = job_event_message(
-            notification,
-            source=self._source,
-            exchange=self._exchange.name,
-            signer=self._signer,
-            now=self._clock(),
-        )
-        await self._send(message, f"{notification.status}.{notification.job_id}")
+        await self._send(self._messages.of(job, trace_context), f"{job.status}.{job.id}")
 
     async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
-        message = checkpoint_event_message(
-            checkpoint,
-            source=self._source,
-            exchange=self._exchange.name,
-            signer=self._signer,
-            now=self._clock(),
-        )
+        message = self._messages.of_checkpoint(checkpoint)
         await self._send(message, f"audit.checkpoint.{checkpoint.position}")
 
     async def check(self) -> None:

@@ -11,6 +11,7 @@ reference also sends ``ce-datacontenttype``), and it prints ``time`` with Python
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -210,6 +211,37 @@ def checkpoint_event_message(
         signer=signer,
         now=now,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class EventMessages:
+    """The CloudEvents a publisher sends to the events ``exchange``, from ``source``, signed by
+    ``signer`` at ``clock``'s time (Unix seconds)."""
+
+    source: str
+    exchange: str
+    signer: MessageSigner
+    clock: Callable[[], int]
+
+    def of(self, job: Job, trace_context: TraceCarrier | None = None) -> OutgoingMessage:
+        """The event of ``job``, which has ended, joining ``trace_context`` (by default the
+        request's)."""
+        return job_event_message(
+            job_notification(job, trace_context),
+            source=self.source,
+            exchange=self.exchange,
+            signer=self.signer,
+            now=self.clock(),
+        )
+
+    def of_checkpoint(self, checkpoint: Checkpoint) -> OutgoingMessage:
+        return checkpoint_event_message(
+            checkpoint,
+            source=self.source,
+            exchange=self.exchange,
+            signer=self.signer,
+            now=self.clock(),
+        )
 
 
 def _binary_mode(event: CloudEvent, time: str) -> tuple[dict[str, HeaderValue], bytes]:

@@ -7,7 +7,8 @@ first (``max_age=None``: a queued job does not expire), then the body's ``jobId`
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from uuid import UUID
 
 from adapters.messaging.wire.envelope import (
@@ -74,18 +75,24 @@ def work_message(
     )
 
 
-def job_work_message(
-    job: Job,
-    trace_context: TraceCarrier | None,
-    *,
-    queue: str,
-    signer: MessageSigner,
-    now: int,
-) -> OutgoingMessage:
-    """The work message of ``job``, as the publishers send it."""
-    return work_message(
-        work_order(job, trace_context), work_order_body(job), queue=queue, signer=signer, now=now
-    )
+@dataclass(frozen=True, slots=True)
+class WorkMessages:
+    """The work messages a publisher sends to ``queue``, signed by ``signer`` at ``clock``'s
+    time (Unix seconds)."""
+
+    queue: str
+    signer: MessageSigner
+    clock: Callable[[], int]
+
+    def of(self, job: Job, trace_context: TraceCarrier | None = None) -> OutgoingMessage:
+        """The work message of ``job``, joining ``trace_context`` (by default the request's)."""
+        return work_message(
+            work_order(job, trace_context),
+            work_order_body(job),
+            queue=self.queue,
+            signer=self.signer,
+            now=self.clock(),
+        )
 
 
 class UnreadableMessage(Exception):
