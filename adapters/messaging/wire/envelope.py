@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from uuid import uuid4
 
 from application.ports.signer import MessageSigner
+from application.ports.tracer import TraceCarrier, trace_headers
+from domain.job import Job
 
 TENANT_HEADER = "X-Tenant-ID"
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -60,6 +62,12 @@ def signed_message(
         )
     )
     return OutgoingMessage(exchange=exchange, routing_key=routing_key, headers=envelope, body=body)
+
+
+def joined_trace(job: Job, trace_context: TraceCarrier | None) -> dict[str, str]:
+    """The trace headers of a message about ``job``: ``trace_context``'s, by default those
+    recorded with the request (an empty context: none)."""
+    return trace_headers(job.trace_context if trace_context is None else trace_context)
 
 
 def header_text(value: object) -> str:

@@ -24,6 +24,7 @@ from adapters.messaging.wire.envelope import (
     HeaderValue,
     OutgoingMessage,
     header_text,
+    joined_trace,
     signed_message,
 )
 from application.audit.witness import witness_body
@@ -105,16 +106,15 @@ def job_notification(job: Job, trace_context: TraceCarrier | None = None) -> Job
     """The event of ``job``, which has ended: its body, its time (when it ended), the id of
     the request that asked for it, ``trace_context`` (by default the one recorded with the
     request) and its tenant."""
-    body = notification_body(job)
     if job.finished_at is None:
         raise ValueError(f"job {job.id} has not ended")
     return JobNotification(
         job_id=job.id,
         status=job.status,
-        body=body,
+        body=notification_body(job),
         time=job.finished_at,
         request_id=job.request_id,
-        trace_context=trace_headers(job.trace_context if trace_context is None else trace_context),
+        trace_context=joined_trace(job, trace_context),
         tenant=job.tenant,
     )
 

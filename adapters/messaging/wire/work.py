@@ -16,6 +16,7 @@ from adapters.messaging.wire.envelope import (
     TENANT_HEADER,
     OutgoingMessage,
     header_text,
+    joined_trace,
     signed_message,
 )
 from application.ports.messaging import WorkOrder
@@ -52,7 +53,7 @@ def work_order(job: Job, trace_context: TraceCarrier | None = None) -> WorkOrder
     return WorkOrder(
         job_id=job.id,
         request_id=job.request_id,
-        trace_context=trace_headers(job.trace_context if trace_context is None else trace_context),
+        trace_context=joined_trace(job, trace_context),
         tenant=job.tenant,
     )
 
