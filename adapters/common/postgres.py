@@ -45,19 +45,25 @@ class PostgresAddress:
         )
 
 
+async def connect(address: PostgresAddress, *, timeout: float) -> asyncpg.Connection:
+    """One connection of its own to the database, outside any pool, that prepares nothing (no
+    statement cache): for a check, or a ``LISTEN``. Raises the driver's errors."""
+    return await asyncpg.connect(
+        host=address.host,
+        port=address.port,
+        database=address.database,
+        user=address.user,
+        password=address.password,
+        timeout=timeout,
+        statement_cache_size=0,
+    )
+
+
 async def reach(address: PostgresAddress, *, timeout: float = 5.0) -> None:
     """Opens one connection to the database and closes it: raises ``Unavailable`` (its cause
     the driver's error) when the server cannot be reached or refuses the login."""
     try:
-        connection = await asyncpg.connect(
-            host=address.host,
-            port=address.port,
-            database=address.database,
-            user=address.user,
-            password=address.password,
-            timeout=timeout,
-            statement_cache_size=0,
-        )
+        connection = await connect(address, timeout=timeout)
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as error:
         raise Unavailable("the database cannot be reached") from error
     await connection.close()

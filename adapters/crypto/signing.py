@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from adapters.crypto.keys import KeyRing
+from adapters.messaging.wire.envelope import TENANT_HEADER
 from application.errors import InvalidSignature
 from application.ports.signer import MessageSigner
 
 SIGNATURE_HEADER = "x-message-signature"
 TIMESTAMP_HEADER = "t"
 VERSION_HEADER = "signature-version"
-TENANT_HEADER = "X-Tenant-ID"
 SIGNATURE_VERSION = "v1"
 MAX_FUTURE_SKEW_SECONDS = 30
 MIN_KEY_LENGTH = 32

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from adapters.common.postgres import PostgresAddress
+from adapters.common.postgres import PostgresAddress, connect
 from application.ports.log_watch import LogWatch
 
 log = logging.getLogger(__name__)
@@ -65,17 +65,7 @@ class PostgresLogWatch(LogWatch):
             backoff = min(backoff * 2, self._max_backoff)
 
     async def _listen(self, on_growth: Callable[[], None]) -> None:
-        database = self._database
-        connection = await asyncpg.connect(
-            host=database.host,
-            port=database.port,
-            user=database.user,
-            password=database.password,
-            database=database.database,
-            timeout=self._connect_timeout,
-            # Only LISTEN runs here: no statements to prepare or cache.
-            statement_cache_size=0,
-        )
+        connection = await connect(self._database, timeout=self._connect_timeout)
         lost = asyncio.Event()
         try:
             connection.add_termination_listener(lambda _connection: lost.set())

@@ -1,5 +1,6 @@
 """In-memory publishers that record what was published, and a consumer of the recorded work
-orders, for tests and local wiring.
+orders, for tests and local wiring. What they record is built as the real publishers build it
+(``adapters.messaging.wire``), without the signed envelope.
 
 ``fail_next(n)`` makes the next ``n`` publishes raise ``PublishFailed`` (nothing is recorded
 for them), to exercise retry paths; ``unavailable`` makes ``check`` fail.
@@ -9,17 +10,20 @@ from __future__ import annotations
 
 import asyncio
 
+from adapters.messaging.wire.events import JobNotification, event_id, job_notification
+from adapters.messaging.wire.work import work_order
 from application.errors import PublishFailed
 from application.ports.messaging import (
     JobEventPublisher,
-    JobNotification,
     Settlement,
     WorkConsumer,
     WorkHandler,
     WorkOrder,
     WorkQueue,
 )
+from application.ports.tracer import TraceCarrier
 from domain.audit_chain import Checkpoint
+from domain.job import Job
 
 
 class _FailureSwitch:
@@ -49,8 +53,8 @@ class _FailureSwitch:
 
 
 class RecordingWorkQueue(_FailureSwitch, WorkQueue):
-    """Records every order in ``published``; ``waiting`` holds those no consumer has taken yet,
-    ``dead_letters`` those a consumer rejected."""
+    """Records every order in ``published``, as its consumer would read it; ``waiting`` holds
+    those no consumer has taken yet, ``dead_letters`` those a consumer rejected."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -58,8 +62,9 @@ class RecordingWorkQueue(_FailureSwitch, WorkQueue):
         self.waiting: asyncio.Queue[WorkOrder] = asyncio.Queue()
         self.dead_letters: list[WorkOrder] = []
 
-    async def publish(self, order: WorkOrder) -> None:
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
         self._before_publish()
+        order = work_order(job, trace_context)
         self.published.append(order)
         self.waiting.put_nowait(order)
 
@@ -133,14 +138,17 @@ class RecordingWorkConsumer(WorkConsumer):
 
 
 class RecordingJobEventPublisher(_FailureSwitch, JobEventPublisher):
+    """Records every event in ``published`` (its body as it would be sent), every checkpoint
+    in ``checkpoints``."""
+
     def __init__(self) -> None:
         super().__init__()
         self.published: list[JobNotification] = []
         self.checkpoints: list[Checkpoint] = []
 
-    async def publish(self, notification: JobNotification) -> None:
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
         self._before_publish()
-        self.published.append(notification)
+        self.published.append(job_notification(job, trace_context))
 
     async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
         self._before_publish()
@@ -149,4 +157,4 @@ class RecordingJobEventPublisher(_FailureSwitch, JobEventPublisher):
     @property
     def event_ids(self) -> list[str]:
         """The CloudEvents ids the real publisher would have sent, in order."""
-        return [f"fetcher.job.{n.status}.{n.job_id}" for n in self.published]
+        return [event_id(n.status, n.job_id) for n in self.published]

@@ -16,28 +16,22 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adapters.messaging.cloudevents_mapping import checkpoint_event_message, job_event_message
-from adapters.messaging.envelope import (
-    EVENTS_EXCHANGE,
-    WORK_QUEUE,
-    DeliveryProcessor,
-    OutgoingMessage,
-    drain,
-    header_text,
-    work_message,
-)
+from adapters.messaging.delivery import DeliveryProcessor, drain
+from adapters.messaging.wire.envelope import OutgoingMessage, header_text
+from adapters.messaging.wire.events import EVENTS_EXCHANGE, EventMessages
+from adapters.messaging.wire.work import WORK_QUEUE, WorkMessages
 from application.errors import PublishFailed
 from application.ports.messaging import (
     JobEventPublisher,
-    JobNotification,
     Settlement,
     WorkConsumer,
     WorkHandler,
-    WorkOrder,
     WorkQueue,
 )
 from application.ports.signer import MessageSigner
+from application.ports.tracer import TraceCarrier
 from domain.audit_chain import Checkpoint
+from domain.job import Job
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +59,13 @@ class InProcessWorkQueue(WorkQueue):
         self.queue_name = queue_name
         self.messages: asyncio.Queue[OutgoingMessage] = asyncio.Queue()
         self.dead_letters: list[OutgoingMessage] = []
-        self._signer = signer
-        self._clock = clock or _unix_now
+        self._work = WorkMessages(queue_name, signer, clock or _unix_now)
         self._closed = False
 
-    async def publish(self, order: WorkOrder) -> None:
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
         if self._closed:
             raise PublishFailed("the in-process work queue is closed")
-        message = work_message(order, queue=self.queue_name, signer=self._signer, now=self._clock())
-        self.messages.put_nowait(message)
+        self.messages.put_nowait(self._work.of(job, trace_context))
 
     async def check(self) -> None:
         if self._closed:
@@ -213,34 +205,18 @@ class JsonlJobEventPublisher(JobEventPublisher):
         clock: Callable[[], int] | None = None,
     ) -> None:
         self._path = Path(path)
-        self._source = source
-        self._signer = signer
-        self._exchange = exchange
-        self._clock = clock or _unix_now
+        self._events = EventMessages(source, exchange, signer, clock or _unix_now)
         self._lock = asyncio.Lock()
         self._closed = False
 
-    async def publish(self, notification: JobNotification) -> None:
-        message = job_event_message(
-            notification,
-            source=self._source,
-            exchange=self._exchange,
-            signer=self._signer,
-            now=self._clock(),
-        )
-        await self._write(self._path, message)
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
+        await self._write(self._path, self._events.of(job, trace_context))
 
     async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Checkpoints go to ``audit-checkpoints.jsonl`` beside the events file, so the
         events file keeps job events only."""
-        message = checkpoint_event_message(
-            checkpoint,
-            source=self._source,
-            exchange=self._exchange,
-            signer=self._signer,
-            now=self._clock(),
-        )
-        await self._write(self._path.with_name(CHECKPOINTS_FILE), message)
+        checkpoints = self._path.with_name(CHECKPOINTS_FILE)
+        await self._write(checkpoints, self._events.of_checkpoint(checkpoint))
 
     async def _write(self, path: Path, message: OutgoingMessage) -> None:
         if self._closed:

@@ -15,8 +15,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import ClassVar
 
 import aio_pika
 from aio_pika.abc import (
@@ -32,19 +32,20 @@ from aio_pika.exceptions import (
     PublishError,
 )
 
-from adapters.messaging.amqp_fields import amqp_headers
-from adapters.messaging.cloudevents_mapping import checkpoint_event_message, job_event_message
-from adapters.messaging.envelope import OutgoingMessage, work_message
 from adapters.messaging.unroutable import UnroutableMessages
+from adapters.messaging.wire.amqp_fields import amqp_headers
+from adapters.messaging.wire.envelope import CONTENT_TYPE, OutgoingMessage
+from adapters.messaging.wire.events import EventMessages
+from adapters.messaging.wire.work import WorkMessages
 from application.errors import MessageUnroutable, PortError, PublishFailed
-from application.ports.messaging import JobEventPublisher, JobNotification, WorkOrder, WorkQueue
+from application.ports.messaging import JobEventPublisher, WorkQueue
 from application.ports.metrics import MessageKind
 from application.ports.signer import MessageSigner
+from application.ports.tracer import TraceCarrier
 from domain.audit_chain import Checkpoint
+from domain.job import Job
 
 logger = logging.getLogger(__name__)
-
-CONTENT_TYPE = "application/json"
 
 
 def unix_now() -> int:
@@ -86,6 +87,16 @@ class BrokerLink:
         if key in self._down:
             self._down.discard(key)
 
+    async def close(
+        self, connection: AbstractRobustConnection, *, within: float | None = None
+    ) -> None:
+        """Closes ``connection`` for the process (``closing``); a link already lost, or a
+        broker that does not answer within ``within`` seconds, does not hold it up."""
+        self.closing(connection)
+        with contextlib.suppress(TimeoutError, *CONNECTION_EXCEPTIONS):
+            async with asyncio.timeout(within):
+                await connection.close()
+
 
 BROKER_LINK = BrokerLink()
 
@@ -106,10 +117,34 @@ async def open_channel(
     try:
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
     except CONNECTION_EXCEPTIONS as e:
-        BROKER_LINK.closing(connection)
-        await connection.close()
+        await BROKER_LINK.close(connection)
         raise error("cannot open a channel on the message broker") from e
     return connection, channel
+
+
+async def check_passively(
+    connection: AbstractRobustConnection,
+    checks: Mapping[str, Callable[[AbstractChannel], Awaitable[object]]],
+    *,
+    error: type[PortError] = PortError,
+    timeout: float | None = None,
+) -> None:
+    """Runs ``checks`` (passive declarations, keyed by what each checks) in order on one
+    throwaway channel, as a failed check closes its channel; each may take ``timeout``
+    seconds. Raises ``error``: the connection is closed, what does not exist, or the broker
+    failed the check."""
+    if connection.is_closed:
+        raise error("message broker connection is closed")
+    checking = "the broker"
+    try:
+        async with connection.channel(publisher_confirms=False) as channel:
+            for what, check in checks.items():
+                checking = what
+                await asyncio.wait_for(check(channel), timeout=timeout)
+    except ChannelNotFoundEntity as e:
+        raise error(f"{checking} does not exist") from e
+    except CONNECTION_EXCEPTIONS as e:
+        raise error("message broker check failed") from e
 
 
 class _ConfirmedPublisher:
@@ -185,40 +220,26 @@ class _ConfirmedPublisher:
         if self._channel.is_closed:
             raise PublishFailed("message broker channel is closed")
 
-    async def probe(self, check: Callable[[AbstractChannel], Any], what: str) -> None:
-        """Run a passive check of ``what`` on a throwaway channel (a failed check closes
-        its channel)."""
+    async def probe(self, check: Callable[[AbstractChannel], Awaitable[object]], what: str) -> None:
+        """Run a passive check of ``what`` (``check_passively``)."""
         self.ensure_open()
-        try:
-            async with self._connection.channel(publisher_confirms=False) as channel:
-                await asyncio.wait_for(check(channel), timeout=self._timeout)
-        except ChannelNotFoundEntity as e:
-            raise PublishFailed(f"{what} does not exist") from e
-        except CONNECTION_EXCEPTIONS as e:
-            raise PublishFailed("message broker check failed") from e
+        await check_passively(
+            self._connection, {what: check}, error=PublishFailed, timeout=self._timeout
+        )
 
     async def close(self) -> None:
-        BROKER_LINK.closing(self._connection)
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-            await self._connection.close()
+        await BROKER_LINK.close(self._connection)
 
 
 class _SignedPublisher:
-    """A publisher of signed messages to one exchange over a ``_ConfirmedPublisher``."""
+    """A publisher of the signed messages ``wire`` builds, to one exchange over a
+    ``_ConfirmedPublisher``."""
 
     kind: ClassVar[MessageKind]
 
-    def __init__(
-        self,
-        publisher: _ConfirmedPublisher,
-        exchange: AbstractExchange,
-        signer: MessageSigner,
-        clock: Callable[[], int],
-    ) -> None:
+    def __init__(self, publisher: _ConfirmedPublisher, exchange: AbstractExchange) -> None:
         self._publisher = publisher
         self._exchange = exchange
-        self._signer = signer
-        self._clock = clock
 
     async def _send(self, message: OutgoingMessage, message_id: str) -> None:
         await self._publisher.send(self._exchange, message, kind=self.kind, message_id=message_id)
@@ -232,15 +253,9 @@ class AioPikaWorkQueue(_SignedPublisher, WorkQueue):
 
     kind = MessageKind.WORK_ORDER
 
-    def __init__(
-        self,
-        publisher: _ConfirmedPublisher,
-        queue_name: str,
-        signer: MessageSigner,
-        clock: Callable[[], int],
-    ) -> None:
-        super().__init__(publisher, publisher.channel.default_exchange, signer, clock)
-        self._queue_name = queue_name
+    def __init__(self, publisher: _ConfirmedPublisher, messages: WorkMessages) -> None:
+        super().__init__(publisher, publisher.channel.default_exchange)
+        self._messages = messages
 
     @classmethod
     async def connect(
@@ -254,16 +269,13 @@ class AioPikaWorkQueue(_SignedPublisher, WorkQueue):
         unroutable: UnroutableMessages | None = None,
     ) -> AioPikaWorkQueue:
         publisher = await _ConfirmedPublisher.open(url, operation_timeout, unroutable)
-        return cls(publisher, queue_name, signer, clock or unix_now)
+        return cls(publisher, WorkMessages(queue_name, signer, clock or unix_now))
 
-    async def publish(self, order: WorkOrder) -> None:
-        message = work_message(
-            order, queue=self._queue_name, signer=self._signer, now=self._clock()
-        )
-        await self._send(message, str(order.job_id))
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
+        await self._send(self._messages.of(job, trace_context), str(job.id))
 
     async def check(self) -> None:
-        name = self._queue_name
+        name = self._messages.queue
         await self._publisher.probe(
             lambda channel: channel.declare_queue(name, passive=True), f"work queue '{name}'"
         )
@@ -276,15 +288,10 @@ class AioPikaJobEventPublisher(_SignedPublisher, JobEventPublisher):
     kind = MessageKind.EVENT
 
     def __init__(
-        self,
-        publisher: _ConfirmedPublisher,
-        exchange: AbstractExchange,
-        source: str,
-        signer: MessageSigner,
-        clock: Callable[[], int],
+        self, publisher: _ConfirmedPublisher, exchange: AbstractExchange, messages: EventMessages
     ) -> None:
-        super().__init__(publisher, exchange, signer, clock)
-        self._source = source
+        super().__init__(publisher, exchange)
+        self._messages = messages
 
     @classmethod
     async def connect(
@@ -302,26 +309,13 @@ class AioPikaJobEventPublisher(_SignedPublisher, JobEventPublisher):
             raise ValueError("the events exchange and the CloudEvents source are required")
         publisher = await _ConfirmedPublisher.open(url, operation_timeout, unroutable)
         target = await publisher.channel.get_exchange(exchange, ensure=False)
-        return cls(publisher, target, source, signer, clock or unix_now)
+        return cls(publisher, target, EventMessages(source, exchange, signer, clock or unix_now))
 
-    async def publish(self, notification: JobNotification) -> None:
-        message = job_event_message(
-            notification,
-            source=self._source,
-            exchange=self._exchange.name,
-            signer=self._signer,
-            now=self._clock(),
-        )
-        await self._send(message, f"{notification.status}.{notification.job_id}")
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None:
+        await self._send(self._messages.of(job, trace_context), f"{job.status}.{job.id}")
 
     async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
-        message = checkpoint_event_message(
-            checkpoint,
-            source=self._source,
-            exchange=self._exchange.name,
-            signer=self._signer,
-            now=self._clock(),
-        )
+        message = self._messages.of_checkpoint(checkpoint)
         await self._send(message, f"audit.checkpoint.{checkpoint.position}")
 
     async def check(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
-from adapters.messaging.envelope import DeliveryProcessor, drain
+from adapters.messaging.delivery import DeliveryProcessor, drain
 from adapters.messaging.rabbitmq import BROKER_LINK, open_channel, unix_now
 from application.errors import PortError
 from application.ports.messaging import Settlement, WorkConsumer, WorkHandler
@@ -76,12 +76,10 @@ class RabbitWorkConsumer(WorkConsumer):
             await channel.set_qos(prefetch_count=prefetch)
             queue = await channel.declare_queue(queue_name, passive=True)
         except ChannelNotFoundEntity as e:
-            BROKER_LINK.closing(connection)
-            await connection.close()
+            await BROKER_LINK.close(connection)
             raise PortError(f"work queue '{queue_name}' does not exist") from e
         except CONNECTION_EXCEPTIONS as e:
-            BROKER_LINK.closing(connection)
-            await connection.close()
+            await BROKER_LINK.close(connection)
             raise PortError("cannot consume the work queue") from e
         deliveries = DeliveryProcessor(
             signer=signer,
@@ -180,7 +178,4 @@ class RabbitWorkConsumer(WorkConsumer):
         await self._close()
 
     async def _close(self) -> None:
-        BROKER_LINK.closing(self._connection)
-        with contextlib.suppress(TimeoutError, *CONNECTION_EXCEPTIONS):
-            async with asyncio.timeout(BROKER_GONE_SECONDS):
-                await self._connection.close()
+        await BROKER_LINK.close(self._connection, within=BROKER_GONE_SECONDS)

@@ -7,9 +7,9 @@ import contextlib
 import aio_pika
 from aio_pika.abc import AbstractRobustConnection
 from aio_pika.connection import make_url
-from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
+from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 
-from adapters.messaging.rabbitmq import BROKER_LINK
+from adapters.messaging.rabbitmq import BROKER_LINK, check_passively
 from adapters.messaging.rabbitmq_topology import RabbitTopology
 from application.errors import PortError
 
@@ -36,24 +36,17 @@ class RabbitBrokerProbe:
         return cls(connection, topology)
 
     async def check(self) -> None:
-        if self._connection.is_closed:
-            raise PortError("message broker connection is closed")
-        topology = self._topology
-        what = f"work queue '{topology.work_queue}'"
-        try:
-            async with self._connection.channel(publisher_confirms=False) as channel:
-                await channel.declare_queue(topology.work_queue, passive=True)
-                what = f"exchange '{topology.events_exchange}'"
-                await channel.get_exchange(topology.events_exchange, ensure=True)
-        except ChannelNotFoundEntity as e:
-            raise PortError(f"{what} does not exist") from e
-        except CONNECTION_EXCEPTIONS as e:
-            raise PortError("message broker check failed") from e
+        queue, exchange = self._topology.work_queue, self._topology.events_exchange
+        await check_passively(
+            self._connection,
+            {
+                f"work queue '{queue}'": lambda ch: ch.declare_queue(queue, passive=True),
+                f"exchange '{exchange}'": lambda ch: ch.get_exchange(exchange, ensure=True),
+            },
+        )
 
     async def close(self) -> None:
-        BROKER_LINK.closing(self._connection)
-        with contextlib.suppress(*CONNECTION_EXCEPTIONS):
-            await self._connection.close()
+        await BROKER_LINK.close(self._connection)
 
 
 async def reach_broker(url: str, *, timeout: float = 5.0) -> None:

@@ -16,7 +16,8 @@ from aio_pika.exceptions import (
     ChannelPreconditionFailed,
 )
 
-from adapters.messaging.envelope import EVENTS_EXCHANGE, WORK_QUEUE
+from adapters.messaging.wire.events import EVENTS_EXCHANGE
+from adapters.messaging.wire.work import WORK_QUEUE
 from application.errors import PortError
 
 EXAMPLE_EVENT_QUEUES = (

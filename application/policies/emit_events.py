@@ -10,11 +10,10 @@ from eventsourcing.domain import DomainEvent
 
 from application.errors import MessageUnroutable, PublishFailed
 from application.log_context import log_fields
-from application.policies.messages import notification_body
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.job_event_store import LoggedEvent
 from application.ports.job_repository import Jobs
-from application.ports.messaging import JobEventPublisher, JobNotification
+from application.ports.messaging import JobEventPublisher
 from application.ports.metrics import NO_METRICS, MessageKind, RelayMetrics
 from application.ports.tracer import NO_TRACER, Tracer
 from domain.job import JobCompleted, JobEvent, JobFailed
@@ -86,19 +85,10 @@ class EmitJobEvents:
                 attributes={"fetcher.job_id": str(job.id), "fetcher.job_status": job.status},
             ),
         ):
-            notification = JobNotification(
-                job_id=job.id,
-                status=job.status,
-                body=notification_body(job),
-                time=event.timestamp,
-                request_id=job.request_id,
-                trace_context=self.tracer.carrier(),
-                tenant=job.tenant,
-            )
             retried = self._attempts.failed_before(logged.notification_id)
             try:
                 with self._attempts.attempt(logged.notification_id):
-                    await self.publisher.publish(notification)
+                    await self.publisher.publish(job, self.tracer.carrier())
             except PublishFailed as error:
                 # One line when an event's publishing starts failing; its retries at DEBUG (an
                 # unroutable event is told by the publisher, once for its routing key).

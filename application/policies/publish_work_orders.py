@@ -10,7 +10,6 @@ from eventsourcing.domain import DomainEvent
 
 from application.errors import MessageUnroutable, PublishFailed
 from application.log_context import log_fields
-from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
 from application.ports.job_event_store import LoggedEvent
@@ -76,7 +75,7 @@ class PublishWorkOrders:
                 ),
                 self._attempts.attempt(job.id),
             ):
-                await self.queue.publish(work_order(job, self.tracer.carrier()))
+                await self.queue.publish(job, self.tracer.carrier())
         except PublishFailed as error:
             now = self.clock.now()
             if now - job.created_at < self.deadline:

@@ -20,7 +20,6 @@ from uuid import UUID
 
 from application.jobs.lease import lease_expired
 from application.log_context import log_fields
-from application.policies.messages import work_order
 from application.policies.publish_attempts import PublishAttempts
 from application.ports.clock import Clock
 from application.ports.job_index import JobIndex, JobSummary
@@ -98,7 +97,7 @@ class ReapJobs:
             await self._fail(job, message, now, FailureReason.ABANDONED)
         elif expired and self._due(job.id, now):
             with self._attempts.attempt(job.id):
-                await self.queue.publish(work_order(job))
+                await self.queue.publish(job)
             self._redispatched[job.id] = now
             self.metrics.job_reclaimed()
             log.info("job.redispatched", extra={"reason": "lease expired"})

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from application.policies.messages import work_order
 from application.ports.clock import Clock
 from application.ports.job_index import JobIndex
 from application.ports.job_repository import Jobs
@@ -33,6 +32,6 @@ class RequeuePending:
             job = await self.jobs.find(summary.job_id, tenant=summary.tenant)
             if job is None or job.is_terminal:
                 continue
-            await self.queue.publish(work_order(job))
+            await self.queue.publish(job)
             requeued += 1
         return requeued

@@ -2,23 +2,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import Enum
 from typing import Protocol
 from uuid import UUID
 
+from application.ports.tracer import TraceCarrier
 from domain.audit_chain import Checkpoint
+from domain.job import Job
 from domain.tenant import Tenant
 
 
 @dataclass(frozen=True, slots=True)
 class WorkOrder:
-    """A request to extract one job. ``body`` is the reference's work-message JSON (§4.8);
+    """A request to extract one job, as its consumer reads it from the work message (§4.8).
     ``tenant`` is the job's: its message carries and signs it (``X-Tenant-ID``), except for
     the single tenant, whose messages carry none (as the reference in single-tenant mode)."""
 
     job_id: UUID
-    body: bytes
     request_id: str = ""
     """The ``X-Request-Id`` header: the id of the HTTP request that asked for the job."""
     trace_context: dict[str, str] = field(default_factory=dict)
@@ -26,29 +26,17 @@ class WorkOrder:
     tenant: Tenant = field(kw_only=True)
 
 
-@dataclass(frozen=True, slots=True)
-class JobNotification:
-    """A terminal job event to announce. ``body`` is the exact JSON that is signed and sent;
-    the event names ``tenant`` (``single-tenant`` for the single tenant)."""
-
-    job_id: UUID
-    status: str
-    body: bytes
-    time: datetime
-    request_id: str = ""
-    trace_context: dict[str, str] = field(default_factory=dict)
-    tenant: Tenant = field(kw_only=True)
-
-
 class WorkQueue(Protocol):
-    """Publishes work orders, signed with the internal key, to the work queue.
+    """Publishes the work order of a job, signed with the internal key, to the work queue.
 
-    ``publish`` returns only after the broker confirmed the message (durable, persistent);
-    otherwise it raises ``application.errors.PublishFailed``. At least once: a retried publish
-    may deliver twice, and the claim makes that harmless.
+    The adapter builds the message, body and headers, from ``job``; it carries
+    ``trace_context``, by default the trace recorded with the request. ``publish`` returns
+    only after the broker confirmed the message (durable, persistent); otherwise it raises
+    ``application.errors.PublishFailed``. At least once: a retried publish may deliver twice,
+    and the claim makes that harmless.
     """
 
-    async def publish(self, order: WorkOrder) -> None: ...
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None: ...
 
     async def check(self) -> None: ...
 
@@ -93,12 +81,15 @@ class WorkConsumer(Protocol):
 class JobEventPublisher(Protocol):
     """Publishes ``job.completed``/``job.failed`` CloudEvents, signed with the external key.
 
-    ``publish`` returns only after the broker confirmed a routed, persistent message;
-    otherwise it raises ``application.errors.PublishFailed``. The CloudEvents id is
+    ``job`` has ended (its terminal event is the last it holds, so the event's time is its
+    ``finished_at``); the adapter builds the event, body and headers, from it, carrying
+    ``trace_context``, by default the trace recorded with the request. ``publish`` returns
+    only after the broker confirmed a routed, persistent message; otherwise it raises
+    ``application.errors.PublishFailed``. The CloudEvents id is
     ``fetcher.job.<status>.<jobId>`` so consumers can drop duplicates.
     """
 
-    async def publish(self, notification: JobNotification) -> None: ...
+    async def publish(self, job: Job, trace_context: TraceCarrier | None = None) -> None: ...
 
     async def publish_checkpoint(self, checkpoint: Checkpoint) -> None:
         """An audit checkpoint, as ``application.ports.audit.CheckpointPublisher`` says."""

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
-from uuid import uuid4
 
 import pytest
 
+from adapters.messaging.wire.events import notification_body
 from application.errors import PublishFailed
-from application.ports.messaging import JobEventPublisher, JobNotification
-from domain.tenant import SINGLE_TENANT
+from application.ports.messaging import JobEventPublisher
+from domain.job import Job
+from tests.support.jobs import ended_job
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,21 +32,13 @@ class EventInspector(Protocol):
         ...
 
 
-def notification(status: str = "completed") -> JobNotification:
-    job_id = uuid4()
-    body = f'{{"jobId":"{job_id}","metadata":{{"note":"café <&>"}},"status":"{status}"}}'
-    return JobNotification(
-        job_id=job_id,
-        status=status,
-        body=body.encode(),
-        time=datetime(2026, 7, 13, 13, 0, 0, 250000, tzinfo=UTC),
-        request_id="req-9",
-        tenant=SINGLE_TENANT,
-    )
+def notification(status: str = "completed") -> Job:
+    """A job that has ended, whose event is published."""
+    return ended_job(status, request_id="req-9", metadata={"source": "p", "note": "café <&>"})
 
 
-def delivered_as(event: JobNotification) -> Delivered:
-    return Delivered(f"fetcher.job.{event.status}.{event.job_id}", event.body)
+def delivered_as(job: Job) -> Delivered:
+    return Delivered(f"fetcher.job.{job.status}.{job.id}", notification_body(job))
 
 
 async def _eventually(inspector: EventInspector, count: int) -> list[Delivered]:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import pytest
 
@@ -25,7 +24,9 @@ from application.ports.messaging import (
     WorkOrder,
     WorkQueue,
 )
-from domain.tenant import SINGLE_TENANT
+from domain.job import Job
+from domain.tenant import Tenant
+from tests.support.jobs import requested_job
 
 ConsumerFactory = Callable[[WorkHandler], Awaitable[WorkConsumer]]
 
@@ -40,10 +41,17 @@ class WorkQueueInspector(Protocol):
         ...
 
 
-def order(request_id: str = "req-1") -> WorkOrder:
-    job_id = uuid4()
-    body = json.dumps({"jobId": str(job_id), "metadata": {"source": "payments"}}).encode()
-    return WorkOrder(job_id=job_id, body=body, request_id=request_id, tenant=SINGLE_TENANT)
+TRACE = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+
+
+def order(request_id: str = "req-1", **job: object) -> Job:
+    """A requested job, whose work order is published."""
+    return requested_job(request_id=request_id, **job)  # type: ignore[arg-type]
+
+
+def received(job: Job, trace_context: dict[str, str] | None = None) -> WorkOrder:
+    """What the consumer of the work order of ``job`` is handed."""
+    return WorkOrder(job.id, job.request_id, trace_context or {}, tenant=job.tenant)
 
 
 @contextlib.asynccontextmanager
@@ -81,8 +89,31 @@ class WorkQueueContract:
             await eventually(lambda: _count(seen), 3)
             await eventually(inspector.waiting, 0)
 
-        assert sorted(seen, key=lambda w: w.request_id) == orders
+        assert sorted(seen, key=lambda w: w.request_id) == [received(o) for o in orders]
         assert await inspector.dead_lettered() == []
+
+    async def test_an_order_carries_its_tenant_and_the_trace_it_joins(
+        self, queue: WorkQueue, consumer_for: ConsumerFactory
+    ) -> None:
+        traced = order("req-traced", trace_context=TRACE)
+        tenants = order("req-tenant", tenant=Tenant("tenant-b"))
+        seen: list[WorkOrder] = []
+
+        async def handler(work: WorkOrder) -> Settlement:
+            seen.append(work)
+            return Settlement.ACK
+
+        await queue.publish(traced)
+        await queue.publish(tenants, TRACE)
+        await queue.publish(traced, {})
+        async with consuming(await consumer_for(handler)):
+            await eventually(lambda: _count(seen), 3)
+
+        assert sorted(seen, key=lambda w: (w.request_id, len(w.trace_context))) == [
+            received(tenants, TRACE),
+            received(traced),
+            received(traced, TRACE),
+        ]
 
     async def test_check_passes_on_a_working_queue(self, queue: WorkQueue) -> None:
         await queue.check()
@@ -114,7 +145,7 @@ class WorkQueueContract:
         async with consuming(await consumer_for(handler)):
             await eventually(lambda: _count(seen), 2)
 
-        assert seen == [sent, sent]
+        assert seen == [received(sent)] * 2
         assert await inspector.dead_lettered() == []
 
     async def test_an_order_whose_handler_fails_is_delivered_again(
@@ -133,7 +164,7 @@ class WorkQueueContract:
         async with consuming(await consumer_for(handler)):
             await eventually(lambda: _count(seen), 2)
 
-        assert seen == [sent, sent]
+        assert seen == [received(sent)] * 2
 
     async def test_a_dead_lettered_order_is_not_delivered_again(
         self, queue: WorkQueue, consumer_for: ConsumerFactory, inspector: WorkQueueInspector
@@ -147,10 +178,10 @@ class WorkQueueContract:
 
         await queue.publish(sent)
         async with consuming(await consumer_for(handler)):
-            await eventually(inspector.dead_lettered, [sent.job_id])
+            await eventually(inspector.dead_lettered, [sent.id])
             await asyncio.sleep(0.2)
 
-        assert seen == [sent]
+        assert seen == [received(sent)]
         assert await inspector.waiting() == 0
 
     async def test_stop_lets_the_order_in_hand_finish_and_settle(

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
-from adapters.messaging.envelope import EVENTS_EXCHANGE, WORK_QUEUE
 from adapters.messaging.rabbitmq_topology import RabbitTopology
+from adapters.messaging.wire.events import EVENTS_EXCHANGE
+from adapters.messaging.wire.work import WORK_QUEUE
 from tests.deploy.conftest import DEPLOY
 
 DEFINITIONS = json.loads((DEPLOY / "rabbitmq" / "definitions.json").read_text())

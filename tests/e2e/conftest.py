@@ -22,8 +22,9 @@ import asyncpg
 import httpx
 import pytest
 
-from adapters.messaging.envelope import EVENTS_EXCHANGE, WORK_QUEUE
 from adapters.messaging.rabbitmq_topology import RabbitTopology
+from adapters.messaging.wire.events import EVENTS_EXCHANGE
+from adapters.messaging.wire.work import WORK_QUEUE
 from tests.integration.auth_servers import LocalIdentityProvider
 from tests.integration.conftest import require_listening
 

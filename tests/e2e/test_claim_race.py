@@ -4,11 +4,11 @@ the same time, against PostgreSQL, RabbitMQ and S3; each job is claimed, stored 
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from uuid import UUID
 
 import aio_pika
@@ -18,8 +18,8 @@ import pytest
 from adapters.crypto.keys import KeyRing
 from adapters.crypto.signing import HmacMessageSigner
 from adapters.messaging.rabbitmq import AioPikaWorkQueue
-from application.ports.messaging import WorkOrder
-from domain.tenant import SINGLE_TENANT
+from domain.job import Job, Phase
+from domain.request import ExtractionRequest
 from tests.e2e.conftest import (
     MASTER_KEY,
     PG_ADMIN,
@@ -159,20 +159,18 @@ async def test_same_work_message_to_two_worker_processes_is_claimed_and_stored_o
     )
     try:
         for job_id in job_ids:
-            job = httpx.get(f"{api}/v1/fetcher/{job_id}").json()
-            body = json.dumps(
-                {
-                    "createdAt": job["createdAt"],
-                    "jobId": job_id,
-                    "mappedFields": {"race_pg": {"accounts": ["id"]}},
-                    "metadata": job["metadata"],
-                },
-                separators=(",", ":"),
-                sort_keys=True,
-            ).encode()
-            order = WorkOrder(job_id=UUID(job_id), body=body, tenant=SINGLE_TENANT)
-            await queue.publish(order)
-            await queue.publish(order)
+            view = httpx.get(f"{api}/v1/fetcher/{job_id}").json()
+            job = Job(
+                id=UUID(job_id),
+                version=1,
+                phase=Phase.REQUESTED,
+                request=ExtractionRequest.create(
+                    {"race_pg": {"accounts": ["id"]}}, None, view["metadata"]
+                ),
+                created_at=datetime.fromisoformat(view["createdAt"]),
+            )
+            await queue.publish(job)
+            await queue.publish(job)
     finally:
         await queue.close()
 

@@ -25,9 +25,12 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMe
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from adapters.messaging.rabbitmq_topology import RabbitTopology
+from adapters.messaging.wire.events import notification_body
+from adapters.messaging.wire.work import work_order_body
 from application.errors import PortError, PublishFailed
-from application.ports.messaging import JobNotification, Settlement, WorkOrder
+from application.ports.messaging import Settlement, WorkOrder
 from domain.audit_chain import Checkpoint
+from domain.job import Job
 from domain.tenant import SINGLE_TENANT
 from tests.integration.amqp_frames import (
     EVENT_TYPES,
@@ -35,6 +38,7 @@ from tests.integration.amqp_frames import (
     field_types,
     raw_header_tables,
 )
+from tests.support.jobs import ended_job, requested_job
 from tests.support.signing import HmacTestSigner
 
 pytestmark = pytest.mark.integration
@@ -129,23 +133,13 @@ async def broker() -> AsyncIterator[Broker]:
         await connection.close()
 
 
-def _order(job_id: UUID | None = None, request_id: str = "req-1") -> WorkOrder:
-    job_id = job_id or uuid4()
-    body = json.dumps({"jobId": str(job_id), "metadata": {"source": "payments"}}).encode()
-    return WorkOrder(job_id=job_id, body=body, request_id=request_id, tenant=SINGLE_TENANT)
+def _order(job_id: UUID | None = None, request_id: str = "req-1") -> Job:
+    return requested_job(job_id, request_id=request_id)
 
 
-def _notification(status: str = "completed") -> JobNotification:
-    job_id = uuid4()
-    body = f'{{"jobId":"{job_id}","metadata":{{"source":"payments"}},"status":"{status}"}}'
-    return JobNotification(
-        job_id=job_id,
-        status=status,
-        body=body.encode(),
-        time=datetime(2026, 7, 13, 13, 0, 0, 250000, tzinfo=UTC),
-        request_id="req-9",
-        tenant=SINGLE_TENANT,
-    )
+def _notification(status: str = "completed") -> Job:
+    ended = datetime(2026, 7, 13, 13, 0, 0, 250000, tzinfo=UTC)
+    return ended_job(status, request_id="req-9", finished_at=ended)
 
 
 Handler = Callable[[WorkOrder], Awaitable[Settlement]]
@@ -264,14 +258,14 @@ async def test_published_work_order_arrives_persistent_with_verifying_headers(
         await queue.close()
 
     message = await broker.get(topology.work_queue)
-    assert message.body == order.body
+    assert message.body == work_order_body(order)
     assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
     assert message.content_type == "application/json"
     assert message.exchange == ""
     assert message.routing_key == topology.work_queue
     headers = message.headers
     assert {k: v for k, v in headers.items() if k not in {"x-message-signature"}} == {
-        "jobId": str(order.job_id),
+        "jobId": str(order.id),
         "X-Request-Id": "req-42",
         "x-retry-count": 0,
         "t": str(NOW),
@@ -318,7 +312,7 @@ async def test_consumer_dead_letters_a_message_with_an_invalid_signature(broker:
     async with _consuming(topology.work_queue, handler):
         dead = await broker.get(topology.dead_letter_queue)
 
-    assert dead.body == order.body
+    assert dead.body == work_order_body(order)
     assert calls == []
     death = (dead.headers.get("x-death") or [{}])[0]
     assert death.get("reason") == "rejected"
@@ -345,7 +339,7 @@ async def test_consumer_dead_letters_a_signed_body_without_a_job_id(broker: Brok
     assert dead.body == body
 
 
-async def _publish_order(queue_name: str, order: WorkOrder) -> None:
+async def _publish_order(queue_name: str, order: Job) -> None:
     queue = await AioPikaWorkQueue.connect(AMQP_URL, queue_name, HmacTestSigner(), lambda: NOW)
     try:
         await queue.publish(order)
@@ -371,10 +365,8 @@ async def test_handler_retry_requeues_the_order(broker: Broker) -> None:
     async with _consuming(topology.work_queue, handler, retry_delay=0.05):
         await asyncio.wait_for(done.wait(), timeout=10)
 
-    assert [c.job_id for c in calls] == [order.job_id, order.job_id]
-    assert (
-        calls[0] == calls[1] == WorkOrder(order.job_id, order.body, "req-1", tenant=SINGLE_TENANT)
-    )
+    assert [c.job_id for c in calls] == [order.id, order.id]
+    assert calls[0] == calls[1] == WorkOrder(order.id, "req-1", tenant=SINGLE_TENANT)
     assert await broker.depth(topology.work_queue) == 0
     assert await broker.depth(topology.dead_letter_queue) == 0
 
@@ -436,7 +428,7 @@ async def test_event_arrives_on_a_bound_queue_with_all_headers(broker: Broker) -
         await publisher.close()
 
     message = await broker.get(bound)
-    assert message.body == event.body
+    assert message.body == notification_body(event)
     assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
     assert message.content_type == "application/json"
     assert message.exchange == topology.events_exchange
@@ -445,11 +437,11 @@ async def test_event_arrives_on_a_bound_queue_with_all_headers(broker: Broker) -
     signature = headers.pop("x-message-signature")
     assert headers == {
         "ce-specversion": bytearray(b"1.0"),
-        "ce-id": bytearray(f"fetcher.job.completed.{event.job_id}".encode()),
+        "ce-id": bytearray(f"fetcher.job.completed.{event.id}".encode()),
         "ce-source": bytearray(SOURCE.encode()),
         "ce-type": bytearray(b"studio.lerian.job.completed"),
         "ce-time": bytearray(b"2026-07-13T13:00:00.25Z"),
-        "ce-subject": bytearray(str(event.job_id).encode()),
+        "ce-subject": bytearray(str(event.id).encode()),
         "ce-datacontenttype": bytearray(b"application/json"),
         "ce-schemaversion": bytearray(b"1.0.0"),
         "ce-resourcetype": bytearray(b"job"),
@@ -519,7 +511,7 @@ async def test_event_headers_go_over_the_wire_with_the_reference_field_types(
     with raw_header_tables() as seen:
         message = await broker.get(bound)
 
-    assert field_types(seen, "ce-id", f"fetcher.job.{status}.{event.job_id}") == EVENT_TYPES
+    assert field_types(seen, "ce-id", f"fetcher.job.{status}.{event.id}") == EVENT_TYPES
     HmacTestSigner().verify(
         headers=message.headers,
         exchange=topology.events_exchange,

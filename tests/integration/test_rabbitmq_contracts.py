@@ -9,10 +9,10 @@ from uuid import UUID
 
 import pytest
 
-from adapters.messaging.envelope import header_text
 from adapters.messaging.rabbitmq import AioPikaJobEventPublisher, AioPikaWorkQueue
 from adapters.messaging.rabbitmq_consumer import RabbitWorkConsumer
 from adapters.messaging.rabbitmq_topology import RabbitTopology
+from adapters.messaging.wire.envelope import header_text
 from application.ports.messaging import WorkConsumer, WorkHandler
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract

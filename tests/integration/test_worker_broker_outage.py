@@ -5,11 +5,9 @@ redelivered message is acknowledged without effect once the broker is back."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
-from uuid import uuid4
 
 import pytest
 
@@ -21,6 +19,7 @@ from domain.job import JobClaimed, JobCompleted, JobRequested, JobResultStored
 from domain.tenant import SINGLE_TENANT
 from entrypoints.composition.worker import work_handler
 from tests.integration.test_rabbitmq import AMQP_URL, NOW, Broker, _publish_order, broker
+from tests.support.jobs import requested_job
 from tests.support.signing import HmacTestSigner
 from tests.support.tcp_proxy import proxied
 from tests.support.twins import app
@@ -70,10 +69,7 @@ async def test_a_running_job_survives_a_broker_outage_and_its_redelivery_is_acke
         handled.append(order)
         return await runs(order)
 
-    body = json.dumps({"jobId": str(job.id), "metadata": {"source": "p"}}).encode()
-    await _publish_order(
-        topology.work_queue, WorkOrder(job.id, body, "req-1", tenant=SINGLE_TENANT)
-    )
+    await _publish_order(topology.work_queue, job)
     host, port = urlsplit(AMQP_URL).hostname or "127.0.0.1", urlsplit(AMQP_URL).port or 5672
     caplog.set_level(logging.INFO)
     async with proxied(host, port) as proxy:
@@ -145,13 +141,10 @@ async def test_a_worker_whose_broker_goes_away_as_it_starts_consuming_consumes_o
             await asyncio.sleep(1.0)
             assert not consuming.done()  # still trying, not dead
             await proxy.restore()
-            job_id = uuid4()
-            body = json.dumps({"jobId": str(job_id), "metadata": {"source": "p"}}).encode()
-            await _publish_order(
-                topology.work_queue, WorkOrder(job_id, body, "req-2", tenant=SINGLE_TENANT)
-            )
+            job = requested_job(request_id="req-2")
+            await _publish_order(topology.work_queue, job)
             await _until(lambda: len(handled) == 1, 30)
-            assert handled[0].job_id == job_id
+            assert handled[0].job_id == job.id
         finally:
             await asyncio.wait_for(consumer.stop(), 30)
             await asyncio.wait_for(consuming, 5)

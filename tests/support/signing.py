@@ -8,7 +8,7 @@ import hmac
 import json
 from collections.abc import Mapping
 
-from adapters.messaging.envelope import header_text
+from adapters.messaging.wire.envelope import header_text
 from application.errors import InvalidSignature
 from application.ports.signer import MessageSigner
 

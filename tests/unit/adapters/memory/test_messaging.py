@@ -3,10 +3,7 @@ contracts on them, and the failures they play on demand."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import replace
-from datetime import UTC, datetime
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import pytest
 
@@ -16,30 +13,10 @@ from adapters.memory.messaging import (
     RecordingWorkQueue,
 )
 from application.errors import PublishFailed
-from application.ports.messaging import JobNotification, WorkConsumer, WorkHandler, WorkOrder
-from domain.tenant import SINGLE_TENANT
+from application.ports.messaging import WorkConsumer, WorkHandler, WorkOrder
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract
-
-
-def _order(job_id: UUID | None = None) -> WorkOrder:
-    job_id = job_id or uuid4()
-    return WorkOrder(
-        job_id=job_id, body=json.dumps({"jobId": str(job_id)}).encode(), tenant=SINGLE_TENANT
-    )
-
-
-def _notification(status: str = "completed") -> JobNotification:
-    job_id = uuid4()
-    body = f'{{"jobId":"{job_id}","metadata":{{"note":"café <&>"}},"status":"{status}"}}'
-    return JobNotification(
-        job_id=job_id,
-        status=status,
-        body=body.encode(),
-        time=datetime(2026, 7, 13, 13, 0, tzinfo=UTC),
-        request_id="req-1",
-        tenant=SINGLE_TENANT,
-    )
+from tests.support.jobs import ended_job, requested_job
 
 
 class RecordingInspector:
@@ -106,28 +83,28 @@ class TestRecordingJobEventPublisher(JobEventPublisherContract):
 async def test_recording_work_queue_fails_the_next_publishes_on_demand() -> None:
     queue = RecordingWorkQueue()
     queue.fail_next(2)
-    order = _order()
+    job = requested_job()
 
     for _ in range(2):
         with pytest.raises(PublishFailed):
-            await queue.publish(order)
-    await queue.publish(order)
+            await queue.publish(job)
+    await queue.publish(job)
 
-    assert queue.published == [order]
+    assert queue.published == [WorkOrder(job.id, "req-1", tenant=job.tenant)]
     assert queue.attempts == 3
 
 
 async def test_recording_event_publisher_records_event_ids() -> None:
     publisher = RecordingJobEventPublisher()
-    event = _notification("failed")
+    job = ended_job("failed")
     publisher.fail_next()
 
     with pytest.raises(PublishFailed):
-        await publisher.publish(event)
-    await publisher.publish(event)
-    await publisher.publish(replace(event))
+        await publisher.publish(job)
+    await publisher.publish(job)
+    await publisher.publish(job)
 
-    assert publisher.event_ids == [f"fetcher.job.failed.{event.job_id}"] * 2
+    assert publisher.event_ids == [f"fetcher.job.failed.{job.id}"] * 2
     publisher.unavailable = True
     with pytest.raises(PublishFailed):
         await publisher.check()

@@ -6,7 +6,7 @@ import struct
 
 from pamqp import decode, encode
 
-from adapters.messaging.amqp_fields import LongInt, amqp_headers
+from adapters.messaging.wire.amqp_fields import LongInt, amqp_headers
 
 
 def _types(table: bytes) -> dict[str, str]:

@@ -13,16 +13,12 @@ from uuid import UUID
 import pytest
 from cloudevents.core.bindings import rabbitmq
 
-from adapters.messaging.cloudevents_mapping import job_event_message
-from adapters.messaging.envelope import (
-    DeliveryProcessor,
-    UnreadableMessage,
-    header_text,
-    open_work_message,
-    work_message,
-)
+from adapters.messaging.delivery import DeliveryProcessor
+from adapters.messaging.wire.envelope import header_text
+from adapters.messaging.wire.events import JobNotification, job_event_message
+from adapters.messaging.wire.work import UnreadableMessage, open_work_message, work_message
 from application.errors import InvalidSignature
-from application.ports.messaging import JobNotification, Settlement, WorkOrder
+from application.ports.messaging import Settlement, WorkOrder
 from application.timefmt import rfc3339nano
 from domain.errors import Unavailable
 from domain.tenant import SINGLE_TENANT
@@ -221,9 +217,9 @@ def test_event_for_a_non_terminal_status_is_refused() -> None:
 
 
 def test_work_message_headers_match_the_reference() -> None:
-    order = WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7", tenant=SINGLE_TENANT)
+    order = WorkOrder(job_id=JOB_ID, request_id="req-7", tenant=SINGLE_TENANT)
 
-    message = work_message(order, queue=QUEUE, signer=HmacTestSigner(), now=NOW)
+    message = work_message(order, WORK_BODY, queue=QUEUE, signer=HmacTestSigner(), now=NOW)
 
     assert message.exchange == ""
     assert message.routing_key == QUEUE
@@ -240,7 +236,8 @@ def test_work_message_headers_match_the_reference() -> None:
 
 def test_work_message_generates_a_request_id_when_missing() -> None:
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY, tenant=SINGLE_TENANT),
+        WorkOrder(job_id=JOB_ID, tenant=SINGLE_TENANT),
+        WORK_BODY,
         queue=QUEUE,
         signer=HmacTestSigner(),
         now=NOW,
@@ -252,7 +249,8 @@ def test_work_message_generates_a_request_id_when_missing() -> None:
 def test_open_work_message_accepts_go_style_byte_headers(array: type) -> None:
     signer = HmacTestSigner()
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY, request_id="req-7", tenant=SINGLE_TENANT),
+        WorkOrder(job_id=JOB_ID, request_id="req-7", tenant=SINGLE_TENANT),
+        WORK_BODY,
         queue=QUEUE,
         signer=signer,
         now=NOW,
@@ -270,15 +268,14 @@ def test_open_work_message_accepts_go_style_byte_headers(array: type) -> None:
         now=NOW + 86_400,
     )
 
-    assert order == WorkOrder(
-        job_id=JOB_ID, body=WORK_BODY, request_id="req-7", tenant=SINGLE_TENANT
-    )
+    assert order == WorkOrder(job_id=JOB_ID, request_id="req-7", tenant=SINGLE_TENANT)
 
 
 def test_open_work_message_rejects_a_tampered_body() -> None:
     signer = HmacTestSigner()
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY, tenant=SINGLE_TENANT),
+        WorkOrder(job_id=JOB_ID, tenant=SINGLE_TENANT),
+        WORK_BODY,
         queue=QUEUE,
         signer=signer,
         now=NOW,
@@ -298,7 +295,8 @@ def test_open_work_message_rejects_a_tampered_body() -> None:
 def test_open_work_message_rejects_another_routing_key() -> None:
     signer = HmacTestSigner()
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=WORK_BODY, tenant=SINGLE_TENANT),
+        WorkOrder(job_id=JOB_ID, tenant=SINGLE_TENANT),
+        WORK_BODY,
         queue=QUEUE,
         signer=signer,
         now=NOW,
@@ -402,7 +400,7 @@ async def test_a_dependency_outage_in_the_handler_is_a_warning_a_fault_an_error(
     async def handler(order: WorkOrder) -> Settlement:
         raise error
 
-    with caplog.at_level(logging.INFO, logger="adapters.messaging.envelope"):
+    with caplog.at_level(logging.INFO, logger="adapters.messaging.delivery"):
         assert await _process(_deliveries(handler)) is Settlement.REQUEUE
     failed = [r for r in caplog.records if "work handler failed" in r.getMessage()]
     assert [r.levelname for r in failed] == [level]

@@ -10,29 +10,29 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import pytest
 
-from adapters.messaging.envelope import header_text
 from adapters.messaging.local import (
     InProcessWorkConsumer,
     InProcessWorkQueue,
     JsonlJobEventPublisher,
 )
+from adapters.messaging.wire.envelope import header_text
+from adapters.messaging.wire.events import notification_body
 from application.errors import PublishFailed
 from application.ports.messaging import (
-    JobNotification,
     Settlement,
     WorkConsumer,
     WorkHandler,
     WorkOrder,
 )
-from domain.tenant import SINGLE_TENANT
+from domain.job import Job
 from tests.contracts.event_publisher import Delivered, JobEventPublisherContract
 from tests.contracts.work_queue import ConsumerFactory, WorkQueueContract
+from tests.support.jobs import ended_job, requested_job
 from tests.support.signing import KEY, HmacTestSigner
 
 NOW = 1_780_000_000
@@ -40,24 +40,12 @@ SOURCE = "//lerian.fetcher/worker"
 FAST = {"retry_delay": 0.02, "error_backoff": 0.02, "max_backoff": 0.02}
 
 
-def _order(job_id: UUID | None = None) -> WorkOrder:
-    job_id = job_id or uuid4()
-    return WorkOrder(
-        job_id=job_id, body=json.dumps({"jobId": str(job_id)}).encode(), tenant=SINGLE_TENANT
-    )
+def _order() -> Job:
+    return requested_job(request_id="")
 
 
-def _notification(status: str = "completed") -> JobNotification:
-    job_id = uuid4()
-    body = f'{{"jobId":"{job_id}","metadata":{{"note":"café <&>"}},"status":"{status}"}}'
-    return JobNotification(
-        job_id=job_id,
-        status=status,
-        body=body.encode(),
-        time=datetime(2026, 7, 13, 13, 0, tzinfo=UTC),
-        request_id="req-1",
-        tenant=SINGLE_TENANT,
-    )
+def _notification(status: str = "completed") -> Job:
+    return ended_job(status, metadata={"source": "payments", "note": "café <&>"})
 
 
 async def _run_until(consumer: InProcessWorkConsumer, done: asyncio.Event) -> None:
@@ -84,7 +72,7 @@ async def test_in_process_queue_delivers_signed_orders_to_the_handler() -> None:
 
     await _run_until(InProcessWorkConsumer(queue, signer, handler, clock=lambda: NOW), done)
 
-    assert sorted(o.job_id for o in seen) == sorted(o.job_id for o in orders)
+    assert sorted(o.job_id for o in seen) == sorted(job.id for job in orders)
     assert all(o.request_id for o in seen)
     assert queue.messages.empty()
     assert queue.dead_letters == []
@@ -206,15 +194,15 @@ async def test_jsonl_publisher_appends_one_signed_line_per_event(tmp_path: Path)
     for record, event in zip(records, events, strict=True):
         assert set(record) == {"exchange", "routingKey", "headers", "body"}
         assert record["exchange"] == "fetcher.job.events"
-        assert record["body"].encode("utf-8") == event.body
+        body = notification_body(event)
+        assert record["body"].encode("utf-8") == body
         headers = record["headers"]
-        assert headers["ce-id"] == f"fetcher.job.{event.status}.{event.job_id}"
+        assert headers["ce-id"] == f"fetcher.job.{event.status}.{event.id}"
         assert headers["X-Tenant-ID"] == "single-tenant"
         assert headers["x-retry-count"] == 0
         payload = (
-            f"{NOW}\nv1\nsingle-tenant\n{event.job_id}\nfetcher.job.events\n"
-            f"{record['routingKey']}\n"
-        ).encode() + event.body
+            f"{NOW}\nv1\nsingle-tenant\n{event.id}\nfetcher.job.events\n{record['routingKey']}\n"
+        ).encode() + body
         assert headers["x-message-signature"] == hmac.new(KEY, payload, hashlib.sha256).hexdigest()
 
 

@@ -13,15 +13,11 @@ from uuid import UUID
 import pytest
 
 from adapters.crypto.signing import HmacMessageSigner
-from adapters.messaging.cloudevents_mapping import job_event_message
-from adapters.messaging.envelope import (
-    DeliveryProcessor,
-    UnreadableMessage,
-    open_work_message,
-    work_message,
-)
+from adapters.messaging.delivery import DeliveryProcessor
+from adapters.messaging.wire.events import JobNotification, job_event_message
+from adapters.messaging.wire.work import UnreadableMessage, open_work_message, work_message
 from application.errors import InvalidSignature
-from application.ports.messaging import JobNotification, Settlement, WorkOrder
+from application.ports.messaging import Settlement, WorkOrder
 from domain.tenant import SINGLE_TENANT, Tenant
 
 KEY = bytes(range(32))
@@ -45,7 +41,8 @@ def signer() -> HmacMessageSigner:
 
 def test_a_tenants_work_message_carries_and_signs_its_tenant():
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=BODY, request_id="r", tenant=B),
+        WorkOrder(job_id=JOB_ID, request_id="r", tenant=B),
+        BODY,
         queue=QUEUE,
         signer=signer(),
         now=NOW,
@@ -65,7 +62,8 @@ def test_a_tenants_work_message_carries_and_signs_its_tenant():
 
 def test_the_single_tenants_work_message_carries_no_tenant_and_signs_an_empty_line():
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=BODY, request_id="r", tenant=SINGLE_TENANT),
+        WorkOrder(job_id=JOB_ID, request_id="r", tenant=SINGLE_TENANT),
+        BODY,
         queue=QUEUE,
         signer=signer(),
         now=NOW,
@@ -88,7 +86,7 @@ def test_the_single_tenants_work_message_carries_no_tenant_and_signs_an_empty_li
 
 def test_a_changed_tenant_header_breaks_the_signature():
     message = work_message(
-        WorkOrder(job_id=JOB_ID, body=BODY, tenant=B), queue=QUEUE, signer=signer(), now=NOW
+        WorkOrder(job_id=JOB_ID, tenant=B), BODY, queue=QUEUE, signer=signer(), now=NOW
     )
     for forged in (
         {**message.headers, "X-Tenant-ID": "tenant-a"},

@@ -8,9 +8,9 @@ from uuid import UUID
 
 from adapters.crypto.keys import KeyRing
 from adapters.crypto.signing import HmacMessageSigner
-from adapters.messaging.cloudevents_mapping import job_event_message
-from adapters.messaging.envelope import open_work_message, work_message
-from application.ports.messaging import JobNotification, WorkOrder
+from adapters.messaging.wire.events import JobNotification, job_event_message
+from adapters.messaging.wire.work import open_work_message, work_message
+from application.ports.messaging import WorkOrder
 from domain.tenant import SINGLE_TENANT
 
 RING = KeyRing("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
@@ -25,12 +25,11 @@ def test_a_work_message_carries_request_id_and_trace_headers_and_opens_with_them
     signer = HmacMessageSigner.from_ring(RING, "internal")
     order = WorkOrder(
         JOB_ID,
-        BODY,
         request_id="req-42",
         trace_context={"traceparent": PARENT, "tracestate": "k=v", "baggage": "no"},
         tenant=SINGLE_TENANT,
     )
-    message = work_message(order, queue=QUEUE, signer=signer, now=NOW)
+    message = work_message(order, BODY, queue=QUEUE, signer=signer, now=NOW)
     assert message.headers["X-Request-Id"] == "req-42"
     assert message.headers["traceparent"] == PARENT
     assert message.headers["tracestate"] == "k=v"
@@ -50,14 +49,14 @@ def test_a_work_message_carries_request_id_and_trace_headers_and_opens_with_them
 def test_without_a_trace_a_work_message_has_no_trace_headers_and_a_generated_request_id():
     signer = HmacMessageSigner.from_ring(RING, "internal")
     message = work_message(
-        WorkOrder(JOB_ID, BODY, tenant=SINGLE_TENANT), queue=QUEUE, signer=signer, now=NOW
+        WorkOrder(JOB_ID, tenant=SINGLE_TENANT), BODY, queue=QUEUE, signer=signer, now=NOW
     )
     assert "traceparent" not in message.headers and "tracestate" not in message.headers
     assert UUID(str(message.headers["X-Request-Id"]))
     untraced = WorkOrder(
-        JOB_ID, BODY, request_id="r", trace_context={"traceparent": PARENT}, tenant=SINGLE_TENANT
+        JOB_ID, request_id="r", trace_context={"traceparent": PARENT}, tenant=SINGLE_TENANT
     )
-    traced = work_message(untraced, queue=QUEUE, signer=signer, now=NOW)
+    traced = work_message(untraced, BODY, queue=QUEUE, signer=signer, now=NOW)
     assert traced.headers["x-message-signature"] == message.headers["x-message-signature"]
 
 

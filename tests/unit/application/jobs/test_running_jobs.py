@@ -35,7 +35,7 @@ def _kinds(events):
 
 async def test_a_cancelled_delivery_leaves_its_extraction_running_to_the_end(app, caplog):
     job, reader, runs = await _running(app)
-    delivery = asyncio.create_task(runs(WorkOrder(job.id, b"", tenant=SINGLE_TENANT)))
+    delivery = asyncio.create_task(runs(WorkOrder(job.id, tenant=SINGLE_TENANT)))
     await asyncio.wait_for(reader.holding.wait(), 5)
     with caplog.at_level(logging.WARNING, logger="application.jobs.running"):
         delivery.cancel()  # what the AMQP client does when the channel closes
@@ -56,11 +56,11 @@ async def test_a_cancelled_delivery_leaves_its_extraction_running_to_the_end(app
 
 async def test_a_redelivery_while_the_job_runs_here_is_settled_by_that_run(app):
     job, reader, runs = await _running(app)
-    first = asyncio.create_task(runs(WorkOrder(job.id, b"", tenant=SINGLE_TENANT)))
+    first = asyncio.create_task(runs(WorkOrder(job.id, tenant=SINGLE_TENANT)))
     await asyncio.wait_for(reader.holding.wait(), 5)
     first.cancel()
     await asyncio.gather(first, return_exceptions=True)
-    again = asyncio.create_task(runs(WorkOrder(job.id, b"", tenant=SINGLE_TENANT)))
+    again = asyncio.create_task(runs(WorkOrder(job.id, tenant=SINGLE_TENANT)))
     await asyncio.sleep(0.05)
     assert not again.done()  # waits for the run, no second claim
     reader.release.set()
@@ -72,14 +72,14 @@ async def test_a_redelivery_while_the_job_runs_here_is_settled_by_that_run(app):
 async def test_a_redelivery_of_a_finished_job_is_acknowledged_without_effect(app):
     job, reader, runs = await _running(app)
     reader.release.set()
-    assert await runs(WorkOrder(job.id, b"", tenant=SINGLE_TENANT)) is Settlement.ACK
-    assert await runs(WorkOrder(job.id, b"", tenant=SINGLE_TENANT)) is Settlement.ACK
+    assert await runs(WorkOrder(job.id, tenant=SINGLE_TENANT)) is Settlement.ACK
+    assert await runs(WorkOrder(job.id, tenant=SINGLE_TENANT)) is Settlement.ACK
     assert len(await app.store.job_events(job.id)) == 4
 
 
 async def test_stopping_hands_a_running_claim_back_at_once(app):
     job, reader, runs = await _running(app)
-    delivery = asyncio.create_task(runs(WorkOrder(job.id, b"", tenant=SINGLE_TENANT)))
+    delivery = asyncio.create_task(runs(WorkOrder(job.id, tenant=SINGLE_TENANT)))
     await asyncio.wait_for(reader.holding.wait(), 5)
     await runs.stop()
     await asyncio.gather(delivery, return_exceptions=True)

@@ -7,7 +7,7 @@ from uuid import UUID
 
 import pytest
 
-from application.policies.messages import work_order_body
+from adapters.messaging.wire.work import work_order_body
 from domain.tenant import SINGLE_TENANT
 from tests.support.http import CONNECTION, JOB, PRODUCT, assert_error
 

@@ -22,12 +22,12 @@ from litestar.testing import AsyncTestClient
 
 from adapters.auth.claims import ClaimPermissions
 from adapters.crypto.signing import HmacMessageSigner
-from adapters.messaging.envelope import open_work_message
 from adapters.messaging.local import (
     InProcessWorkConsumer,
     InProcessWorkQueue,
     JsonlJobEventPublisher,
 )
+from adapters.messaging.wire.work import open_work_message
 from application.connections.directory import internal_id
 from domain.identity import Identity, Permission
 from domain.tenant import Tenant

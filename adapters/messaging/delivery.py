@@ -1,166 +1,26 @@
-"""The signed AMQP envelope: building work messages (reference §4.8) and opening them again.
-
-Opening is shared by the RabbitMQ consumer and its in-process twin, so both settle a delivery
-the same way: the signature is checked first (``max_age=None``: a queued job does not expire),
-then the body's ``jobId``; anything that fails either check is dead-lettered, never retried.
+"""Settling work deliveries: shared by the RabbitMQ consumer and its in-process twin, so both
+settle a delivery the same way. The delivery is opened as ``wire.work`` says (signature first,
+then the body's ``jobId``); anything that fails either check is dead-lettered, never retried.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
+from adapters.messaging.wire.work import UnreadableMessage, open_work_message
 from application.errors import InvalidSignature
 from application.log_context import log_fields
 from application.ports.messaging import Settlement, WorkHandler, WorkOrder
 from application.ports.signer import MessageSigner
-from application.ports.tracer import TRACE_HEADERS, trace_headers
 from domain.error_catalogue import ErrorKind
 from domain.errors import FetcherError
-from domain.tenant import SINGLE_TENANT, Tenant, is_valid_tenant_id
 
 logger = logging.getLogger(__name__)
-
-TENANT_HEADER = "X-Tenant-ID"
-REQUEST_ID_HEADER = "X-Request-Id"
-RETRY_COUNT_HEADER = "x-retry-count"
-WORK_QUEUE = "fetcher.extract-external-data.queue"
-EVENTS_EXCHANGE = "fetcher.job.events"
-
-
-HeaderValue = str | bytes | int
-"""A header value and the AMQP field type it goes out as (the reference's, §4.8 and §5.2):
-``bytes`` a byte array (``x``), ``str`` a long string (``S``), ``int`` a long-int (``I``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OutgoingMessage:
-    """One message ready for the broker: where it goes, its headers, the exact signed body."""
-
-    exchange: str
-    routing_key: str
-    headers: dict[str, HeaderValue]
-    body: bytes
-
-
-def signed_message(
-    *,
-    exchange: str,
-    routing_key: str,
-    body: bytes,
-    headers: Mapping[str, HeaderValue],
-    tenant: str | None,
-    request_id: str,
-    signer: MessageSigner,
-    now: int,
-) -> OutgoingMessage:
-    """The one envelope of every message Fetcher publishes, as the reference builds it: the
-    caller's ``headers``, then ``X-Tenant-ID`` (when there is a tenant), ``X-Request-Id`` (a new
-    one when empty) and ``x-retry-count`` 0, then the signature headers over the six-line
-    payload with the signed tenant (empty without one)."""
-    envelope: dict[str, HeaderValue] = dict(headers)
-    if tenant is not None:
-        envelope[TENANT_HEADER] = tenant
-    envelope[REQUEST_ID_HEADER] = request_id or str(uuid4())
-    envelope[RETRY_COUNT_HEADER] = 0
-    envelope.update(
-        signer.sign(
-            tenant=tenant or "",
-            exchange=exchange,
-            routing_key=routing_key,
-            body=body,
-            timestamp=now,
-        )
-    )
-    return OutgoingMessage(exchange=exchange, routing_key=routing_key, headers=envelope, body=body)
-
-
-def work_message(
-    order: WorkOrder, *, queue: str, signer: MessageSigner, now: int
-) -> OutgoingMessage:
-    """A job message for the default exchange, routed straight to ``queue``. The order's
-    tenant is carried in ``X-Tenant-ID`` and signed; the single tenant's messages carry none,
-    so their signed tenant is empty (the reference's single-tenant mode)."""
-    return signed_message(
-        exchange="",
-        routing_key=queue,
-        body=order.body,
-        headers={"jobId": str(order.job_id), **trace_headers(order.trace_context)},
-        tenant=None if order.tenant.is_single else order.tenant.id,
-        request_id=order.request_id,
-        signer=signer,
-        now=now,
-    )
-
-
-class UnreadableMessage(Exception):
-    """A correctly signed work message without a usable ``jobId`` in its body, or with a
-    tenant header that is no tenant id."""
-
-
-def header_text(value: object) -> str:
-    """A header value as text, whether it came as a byte array or a string."""
-    if isinstance(value, bytes | bytearray):
-        return bytes(value).decode("utf-8", "replace")
-    return "" if value is None else str(value)
-
-
-def open_work_message(
-    *,
-    headers: Mapping[str, object],
-    body: bytes,
-    exchange: str,
-    routing_key: str,
-    signer: MessageSigner,
-    now: int,
-) -> WorkOrder:
-    """Verify and parse one delivery. Raises ``InvalidSignature`` or ``UnreadableMessage``.
-    The order's tenant is the signed ``X-Tenant-ID`` (none: the single tenant)."""
-    signer.verify(
-        headers=headers,
-        exchange=exchange,
-        routing_key=routing_key,
-        body=body,
-        now=now,
-        max_age=None,
-    )
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UnreadableMessage("body is not JSON") from e
-    raw = document.get("jobId") if isinstance(document, dict) else None
-    if not isinstance(raw, str):
-        raise UnreadableMessage("body has no string jobId")
-    try:
-        job_id = UUID(raw)
-    except ValueError as e:
-        raise UnreadableMessage("jobId is not a UUID") from e
-    return WorkOrder(
-        job_id=job_id,
-        body=body,
-        request_id=header_text(headers.get(REQUEST_ID_HEADER)),
-        trace_context={
-            name: header_text(headers[name]) for name in TRACE_HEADERS if headers.get(name)
-        },
-        tenant=_tenant(headers.get(TENANT_HEADER)),
-    )
-
-
-def _tenant(value: object) -> Tenant:
-    if value is None:
-        return SINGLE_TENANT
-    text = header_text(value)
-    if not text:
-        return SINGLE_TENANT
-    if not is_valid_tenant_id(text):
-        raise UnreadableMessage("the tenant header is not a tenant id")
-    return Tenant(text)
 
 
 def _safe_error(error: BaseException) -> str:
