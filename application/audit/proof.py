@@ -129,6 +129,9 @@ class ProofCheck:
     problems: tuple[str, ...]
     checked: tuple[str, ...]
     checkpoint: Checkpoint | None
+    chain_intact: bool
+    """Whether the job's own events hold (content, links, no version missing)."""
+    signature: SignatureCheck | None = None
 
     @property
     def ok(self) -> bool:
@@ -160,19 +163,20 @@ def check_proof(doc: Mapping[str, Any], keys: CheckpointKeys) -> ProofCheck:
             raise
         raise ProofError(f"not a job proof: {type(error).__name__}: {error}") from None
     problems, head = chain_problems(job_id, records)
+    intact = not problems
     checked = [
         f"{len(records)} events: each one's content against the digest it carries",
         "each event's link to the one before it",
     ]
     if checkpoint is None:
         problems.append("no checkpoint holds the job's last event yet")
-        return ProofCheck(tuple(problems), tuple(checked), None)
+        return ProofCheck(tuple(problems), tuple(checked), None, intact)
     if not checkpoint.heads_root:
         problems.append(
             "the checkpoint holding the job was recorded before heads were signed as a Merkle "
             "root: verify the whole log (fetcher audit verify)"
         )
-        return ProofCheck(tuple(problems), tuple(checked), checkpoint)
+        return ProofCheck(tuple(problems), tuple(checked), checkpoint, intact)
     if head is not None:
         root = root_from_path(head_leaf(job_id, *head), index, size, path)
         checked.append(
@@ -188,4 +192,4 @@ def check_proof(doc: Mapping[str, Any], keys: CheckpointKeys) -> ProofCheck:
     checked.append(f"the checkpoint's signature by key {checkpoint.key_id}")
     if signature is not SignatureCheck.VALID:
         problems.append(f"the checkpoint's signature is {signature.value}")
-    return ProofCheck(tuple(problems), tuple(checked), checkpoint)
+    return ProofCheck(tuple(problems), tuple(checked), checkpoint, intact, signature)

@@ -313,6 +313,15 @@ def _main(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
     return run
 
 
+def _public_key_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--public-key",
+        action="append",
+        metavar="BASE64|FILE",
+        help="an audit public key (repeat for rotated keys)",
+    )
+
+
 def add_audit_commands(subparsers: Commands) -> None:
     actions = group(
         subparsers,
@@ -344,12 +353,7 @@ def add_audit_commands(subparsers: Commands) -> None:
         "not verify.",
     )
     verify.add_argument("--bundle", metavar="FILE", help="an exported bundle, or - for stdin")
-    verify.add_argument(
-        "--public-key",
-        action="append",
-        metavar="BASE64|FILE",
-        help="an audit public key (repeat for rotated keys)",
-    )
+    _public_key_argument(verify)
     verify.add_argument(
         "--against",
         metavar="OLD_BUNDLE",
@@ -380,10 +384,5 @@ def add_audit_commands(subparsers: Commands) -> None:
         "job. Exit status 0: verified; 1: a problem (named); 2: could not verify.",
     )
     proof.add_argument("--proof", required=True, metavar="FILE", help="the proof, or - for stdin")
-    proof.add_argument(
-        "--public-key",
-        action="append",
-        metavar="BASE64|FILE",
-        help="an audit public key (repeat for rotated keys)",
-    )
+    _public_key_argument(proof)
     proof.add_argument("--json", action="store_true", help="print the result as JSON")

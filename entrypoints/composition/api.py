@@ -83,6 +83,12 @@ def api_role(
     )
     store = infra.events.store
     jobs = EventSourcedJobs(store)
+    audit_log, checkpoints = infra.events.audit_log, infra.checkpoints
+    prove = (
+        ProveJob(jobs, audit_log, checkpoints)
+        if audit_log is not None and checkpoints is not None
+        else None
+    )
     return ApiServices(
         request_job=RequestJob(
             jobs,
@@ -121,35 +127,29 @@ def api_role(
         list_checkpoints=ListCheckpoints(infra.checkpoints)
         if infra.checkpoints is not None
         else None,
-        console=console_services(infra, jobs),
-        prove_job=ProveJob(jobs, infra.events.audit_log, infra.checkpoints)
-        if infra.events.audit_log is not None and infra.checkpoints is not None
-        else None,
+        console=console_services(infra, prove),
+        prove_job=prove,
     )
 
 
-def console_services(infra: Infrastructure, jobs: EventSourcedJobs) -> ConsoleServices:
+def console_services(infra: Infrastructure, prove: ProveJob | None) -> ConsoleServices:
     """The console's queries on the API's stores: the job list from the job index (caught up
     with the log first), proofs and bundles from the event log and its checkpoints, checked
     with every audit key version's public key."""
-    settings = infra.settings
-    audit_log, checkpoints = infra.events.audit_log, infra.checkpoints
-    auth = settings.security
+    settings, auth = infra.settings, infra.settings.security
     sign_in = (
         ConsoleSignIn(auth.issuer, auth.console_client_id)
         if auth.issuer is not None and auth.console_client_id
         else None
     )
-    if audit_log is None:
-        return ConsoleServices(
-            SearchJobs(FreshJobIndex(infra.tables.jobs, infra.events.store), infra.progress),
-            sign_in=sign_in,
-        )
+    search = SearchJobs(FreshJobIndex(infra.tables.jobs, infra.events.store), infra.progress)
+    if prove is None:
+        return ConsoleServices(search, sign_in=sign_in)
     keys = load_audit_keys(settings, infra.ring).keys
     return ConsoleServices(
-        SearchJobs(FreshJobIndex(infra.tables.jobs, infra.events.store), infra.progress),
-        verify_job=VerifyJob(jobs, audit_log, checkpoints, keys),
-        export_bundle=ExportBundle(audit_log, checkpoints) if checkpoints is not None else None,
+        search,
+        verify_job=VerifyJob(prove, keys),
+        export_bundle=ExportBundle(prove.log, prove.checkpoints),
         checkpoint_keys=keys,
         sign_in=sign_in,
     )

@@ -144,10 +144,6 @@ def _cursor(raw: str | None) -> tuple[datetime, UUID] | None:
     return parsed, parse_id(job_id, "job")
 
 
-def _event_name(topic: str) -> str:
-    return topic.rpartition(":")[2].rpartition(".")[2].removeprefix("Job")
-
-
 class ConsoleController(GuardedController):
     path = "/v1/console"
     include_in_schema = False
@@ -255,13 +251,7 @@ class ConsoleController(GuardedController):
             await services.get_job(parsed, tenant=tenant)  # the caller's job, or 404
             return _fragment("proof.html", services, proof=None)
         proof = await console.verify_job(parsed, tenant=tenant)
-        return _fragment(
-            "proof.html",
-            services,
-            proof=proof,
-            event_name=_event_name,
-            valid=SignatureCheck.VALID,
-        )
+        return _fragment("proof.html", services, proof=proof, valid=SignatureCheck.VALID)
 
     @get("/connections", opt=needs(Permission.CONNECTIONS_GET))
     async def connections(

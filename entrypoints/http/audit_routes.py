@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from litestar import get
 from litestar.di import NamedDependency
 from litestar.params import QueryParameter
@@ -19,17 +20,15 @@ from entrypoints.roles import ApiServices
 
 
 def checkpoint_view(checkpoint: Checkpoint) -> AuditCheckpointView:
-    return AuditCheckpointView(
-        position=checkpoint.position,
-        count=checkpoint.count,
-        root=checkpoint.root,
-        recordedAt=checkpoint.recorded_at,
-        keyId=checkpoint.key_id,
-        headsSha256=checkpoint.heads_sha256,
-        signature=checkpoint.signature,
-        heads=checkpoint.heads_json(),
-        headsRoot=checkpoint.heads_root or None,
-    )
+    """The checkpoint's own JSON form (what it signs, its signature, its heads when shown),
+    in the API's camelCase."""
+    doc = checkpoint.to_json()
+    return msgspec.convert({_camel(key): value for key, value in doc.items()}, AuditCheckpointView)
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
 
 
 def _count(raw: str | None, name: str, default: int, minimum: int) -> int:

@@ -143,7 +143,26 @@ function go(path) {
   navigate();
 }
 
+async function download(url, name) {
+  const response = await call(url, { headers: { Accept: "application/json" } });
+  if (!response.ok) {
+    say(`The download failed (HTTP ${response.status}).`);
+    return;
+  }
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(await response.blob());
+  link.download = name;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+}
+
 document.addEventListener("click", async (event) => {
+  const saved = event.target.closest("a[data-download-json]");
+  if (saved) {
+    event.preventDefault();
+    await download(saved.getAttribute("href"), `${saved.getAttribute("href").split("/").slice(-2).join("-")}.json`);
+    return;
+  }
   const link = event.target.closest("a[href]");
   if (link && !event.defaultPrevented && event.button === 0 && !event.metaKey && !event.ctrlKey && !event.shiftKey) {
     const url = new URL(link.href, window.location.href);
@@ -191,16 +210,7 @@ document.addEventListener("submit", async (event) => {
   } else if (form.dataset.download) {
     event.preventDefault();
     const query = formQuery(form);
-    const response = await call(query ? `${form.dataset.download}?${query}` : form.dataset.download);
-    if (!response.ok) {
-      say(`The bundle could not be exported (HTTP ${response.status}).`);
-      return;
-    }
-    const link = document.createElement("a");
-    link.href = URL.createObjectURL(await response.blob());
-    link.download = "fetcher-audit-bundle.jsonl";
-    link.click();
-    setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+    await download(query ? `${form.dataset.download}?${query}` : form.dataset.download, "fetcher-audit-bundle.jsonl");
   }
 });
 

@@ -55,12 +55,12 @@ class World:
         return job_id
 
     def verifier(self, log: object = None, keys: AuditKeys = KEYS) -> VerifyJob:
-        return VerifyJob(
+        prove = ProveJob(
             EventSourcedJobs(self.store),
             log or self.store,  # type: ignore[arg-type]
             self.checkpoints,
-            keys.keys,
         )
+        return VerifyJob(prove, keys.keys)
 
 
 @pytest.fixture
@@ -88,14 +88,13 @@ class Tampered:
 async def test_an_untouched_checkpointed_job_is_intact(world: World) -> None:
     job = await world.ended_job()
     unsealed = await world.verifier()(job, tenant=SINGLE_TENANT)
-    assert unsealed.verdict is Verdict.UNSEALED and unsealed.checkpoint is None
+    assert unsealed.verdict is Verdict.UNSEALED and unsealed.check.checkpoint is None
     await world.recorder()
     proof = await world.verifier()(job, tenant=SINGLE_TENANT)
-    assert proof.verdict is Verdict.INTACT, proof.problems
-    assert [e.version for e in proof.events] == [1, 2, 3]
-    assert all(e.content_holds and e.links for e in proof.events)
-    assert proof.signature is SignatureCheck.VALID
-    assert proof.checkpoint is not None and (proof.checkpoint.heads or {})[str(job)][0] == 3
+    assert proof.verdict is Verdict.INTACT, proof.check.problems
+    assert proof.check.signature is SignatureCheck.VALID
+    assert proof.check.checkpoint is not None and proof.check.checkpoint.heads is None
+    assert any("head (version 3)" in item for item in proof.check.checked)
 
 
 async def test_a_changed_fact_is_named_at_its_version(world: World) -> None:
@@ -105,7 +104,7 @@ async def test_a_changed_fact_is_named_at_its_version(world: World) -> None:
     forged = dataclasses.replace(failed, state=failed.state.replace(b'"boom"', b'"fine"'))
     proof = await world.verifier(Tampered(world.store, {3: forged}))(job, tenant=SINGLE_TENANT)
     assert proof.verdict is Verdict.BROKEN
-    assert "version 3's content does not match its digest" in proof.problems
+    assert "version 3's content does not match its digest" in proof.check.problems
 
 
 async def test_a_removed_event_is_a_missing_version(world: World) -> None:
@@ -113,16 +112,15 @@ async def test_a_removed_event_is_a_missing_version(world: World) -> None:
     await world.recorder()
     proof = await world.verifier(Tampered(world.store, {2: None}))(job, tenant=SINGLE_TENANT)
     assert proof.verdict is Verdict.BROKEN
-    assert "version 2 is missing (found 3)" in proof.problems
-    assert any("holds another last event" in p for p in proof.problems) is False
+    assert "version 2 is missing (found 3)" in proof.check.problems
 
 
-async def test_a_truncated_job_disagrees_with_its_checkpoint(world: World) -> None:
+async def test_a_truncated_job_is_not_what_its_checkpoint_holds(world: World) -> None:
     job = await world.ended_job()
     await world.recorder()
     proof = await world.verifier(Tampered(world.store, {3: None}))(job, tenant=SINGLE_TENANT)
     assert proof.verdict is Verdict.BROKEN
-    assert any("holds another last event (version 3)" in p for p in proof.problems)
+    assert any("(version 2) is not the one the checkpoint" in p for p in proof.check.problems)
 
 
 async def test_a_checkpoint_signed_by_another_key_is_not_valid(world: World) -> None:
@@ -130,7 +128,16 @@ async def test_a_checkpoint_signed_by_another_key_is_not_valid(world: World) -> 
     await world.recorder()
     proof = await world.verifier(keys=OTHER_KEYS)(job, tenant=SINGLE_TENANT)
     assert proof.verdict is Verdict.BROKEN
-    assert proof.signature is SignatureCheck.UNKNOWN_KEY
+    assert proof.check.signature is SignatureCheck.UNKNOWN_KEY
+
+
+async def test_a_checkpoint_from_before_heads_roots_leaves_the_job_unproven(world: World) -> None:
+    job = await world.ended_job()
+    await world.recorder()
+    for position, checkpoint in list(world.checkpoints.items.items()):
+        world.checkpoints.items[position] = dataclasses.replace(checkpoint, heads_root="")
+    proof = await world.verifier()(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.UNPROVEN
 
 
 async def test_another_tenants_job_is_not_found(world: World) -> None:
