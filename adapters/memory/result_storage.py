@@ -101,6 +101,10 @@ class InMemoryResultStorage(ResultStorage):
         except KeyError:
             raise StorageError(f"object not found: '{key}'") from None
 
+    async def delete(self, key: str) -> None:
+        self._raise_if_unavailable("delete")
+        self._objects.pop(self._object_key(key), None)
+
     async def abort_incomplete(self, key: str) -> int:
         self._raise_if_unavailable("abort incomplete uploads")
         left = [u for u in self._pending if u.object_key == self._object_key(key)]

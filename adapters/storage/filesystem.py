@@ -139,6 +139,15 @@ class FilesystemResultStorage(ResultStorage):
 
         return await asyncio.to_thread(_read)
 
+    async def delete(self, key: str) -> None:
+        target = self._path(key)
+
+        def _delete() -> None:
+            with _wrap("delete", key):
+                target.unlink(missing_ok=True)
+
+        await asyncio.to_thread(_delete)
+
     async def abort_incomplete(self, key: str) -> int:
         target = self._path(key)
 

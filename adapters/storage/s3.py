@@ -301,6 +301,13 @@ class S3ResultStorage(ResultStorage):
                 data: bytes = await stream.read()
         return data
 
+    async def delete(self, key: str) -> None:
+        # DeleteObject answers 204 whether or not the key held an object.
+        with _wrap("delete object"):
+            await self._client.delete_object(
+                Bucket=self._settings.bucket, Key=self._object_key(key)
+            )
+
     async def keep(self, key: str, data: bytes) -> None:
         """``WitnessStore.keep``: a conditional create (``If-None-Match: *``, which AWS S3 and
         MinIO honour) after a look at the key (for servers that ignore the condition, such as

@@ -26,6 +26,8 @@ class ResultStorage(Protocol):
     committed nor aborted (one a dead worker left behind, or one whose abort failed) and
     returns how many; call it only while no live upload to ``key`` can exist (the caller's
     claim holds the job's lease).
+
+    ``delete`` removes the object at ``key``; nothing there is nothing to do.
     """
 
     async def begin(self, key: str) -> ResultUpload: ...
@@ -33,6 +35,8 @@ class ResultStorage(Protocol):
     async def read(self, key: str) -> bytes: ...
 
     async def abort_incomplete(self, key: str) -> int: ...
+
+    async def delete(self, key: str) -> None: ...
 
     async def check(self) -> None: ...
 

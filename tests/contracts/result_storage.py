@@ -93,6 +93,15 @@ class ResultStorageContract:
         ]
         assert await witnesses.kept("audit/none/") == []
 
+    async def test_a_deleted_object_is_gone_and_deleting_nothing_is_fine(
+        self, storage: ResultStorage, key: str
+    ) -> None:
+        await write_in_chunks(storage, key, b"written", chunk=4)
+        await storage.delete(key)
+        with pytest.raises(StorageError):
+            await storage.read(key)
+        await storage.delete(key)  # nothing there: nothing to do
+
     async def test_empty_object_round_trips(self, storage: ResultStorage, key: str) -> None:
         upload = await storage.begin(key)
         await upload.commit()

@@ -417,7 +417,9 @@ class RunJob:
                 seconds=seconds, rows=written.row_count, size_bytes=written.size_bytes
             )
 
-        return await self._append(keeper, [stored, completed], "job.completed", outcome, count)
+        return await self._append(
+            keeper, [stored, completed], "job.completed", outcome, count, written=ref.path
+        )
 
     async def _record_failure(
         self,
@@ -451,11 +453,16 @@ class RunJob:
         outcome: str,
         fields: dict[str, Any],
         recorded: Callable[[], None],
+        *,
+        written: str | None = None,
     ) -> Settlement:
         """Records the outcome if this claim still holds its lease, riding out the database
         being unavailable for ``outage_window``; once recorded, logs it as ``outcome`` with
         ``fields`` and calls ``recorded`` (the metrics). Past the window the delivery is
-        requeued, so a later delivery finds the job again (its claim's lease runs out)."""
+        requeued, so a later delivery finds the job again (its claim's lease runs out).
+
+        Refused (another claim moved the job on), the object this claim ``written`` under its
+        own key is deleted: nothing refers to it, and no other claim writes that key."""
         # Hand-written: past the outage window it settles (REQUEUE) instead of raising, and
         # the outage is logged once, as the extraction's, through ``Outage``.
         outage: Outage | None = None
@@ -466,6 +473,8 @@ class RunJob:
                     await self.jobs.append(events)
             except (ConcurrencyConflict, LeaseLost):
                 log.warning("job.outcome.dropped", extra={"reason": "job changed under worker"})
+                if written is not None:
+                    await self._withdraw(written)
                 return Settlement.ACK
             except Unavailable as error:
                 outage = outage or Outage("database", self.limits.outage_window)
@@ -480,6 +489,16 @@ class RunJob:
             log.info(outcome, extra=fields)
             recorded()
             return Settlement.ACK
+
+    async def _withdraw(self, key: str) -> None:
+        """Deletes the object of a claim whose result was not recorded; one that cannot be
+        deleted now stays an orphan (the bucket's lifecycle rule removes it)."""
+        try:
+            await self.storage.delete(key)
+        except StorageError as error:
+            log.warning("job.result.orphaned", extra={"key": key, "error": str(error)})
+            return
+        log.info("job.result.withdrawn", extra={"key": key})
 
     async def _confirm(self, keeper: LeaseKeeper) -> None:
         """Confirms the lease before the result becomes visible, riding out the database

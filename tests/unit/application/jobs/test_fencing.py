@@ -116,8 +116,9 @@ async def test_a_stalled_worker_committing_after_a_takeover_never_replaces_the_r
     rows = _verified(app, stored)["pgsql"]["accounts"]  # decrypts, and the HMAC matches
     assert [row["name"] for row in rows] == [f"changed-{i}" for i in range(1, 6)]
     assert stored.path == f"external-data/{job.id}.claim-2.json"
-    # A's late object is under its own claim's key, beside the recorded one, not over it.
-    assert set(app.storage.objects) == {result_key(job, 1), result_key(job, 2)}
+    # A's late object went under its own claim's key, never over the recorded one; refused at
+    # recording, A deleted it: only the recorded object is left.
+    assert set(app.storage.objects) == {result_key(job, 2)}
 
 
 async def test_a_worker_whose_lease_was_taken_during_extraction_publishes_nothing(app):
