@@ -16,10 +16,9 @@ import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from adapters.audit.bundle_lines import decode_event_line
-from adapters.audit.checkpoints import SqlCheckpointStore
 from adapters.crypto.audit_signing import (
     AuditKeys,
     Ed25519CheckpointKeys,
@@ -28,7 +27,6 @@ from adapters.crypto.audit_signing import (
     fingerprint,
 )
 from adapters.crypto.keys import InvalidMasterKey, KeyRing
-from adapters.eventstore.store import EventStore
 from application.audit.bundle import (
     Bound,
     Bundle,
@@ -47,13 +45,15 @@ from application.timefmt import rfc3339nano
 from domain.audit_chain import Checkpoint
 from domain.errors import FetcherError
 from entrypoints.cli.commands import Commands, command, group
-from entrypoints.composition.infrastructure import (
-    open_checkpoint_store,
-    open_database_engine,
-    open_event_store,
-    open_result_storage,
-)
 from entrypoints.settings import Settings, SettingsError, ToolSettings
+
+if TYPE_CHECKING:
+    from adapters.audit.checkpoints import SqlCheckpointStore
+    from adapters.eventstore.store import EventStore
+
+# The composition (database, storage and broker drivers) is imported by the commands that open
+# the service's stores, not at import: an offline check of a bundle or a proof needs none of it
+# and runs in a third of the memory.
 
 
 class AuditToolError(Exception):
@@ -83,6 +83,12 @@ def _bound(text: str | None, name: str) -> Bound:
 async def _open_store(
     settings: Settings,
 ) -> AsyncIterator[tuple[EventStore, SqlCheckpointStore]]:
+    from entrypoints.composition.infrastructure import (
+        open_checkpoint_store,
+        open_database_engine,
+        open_event_store,
+    )
+
     database = settings.database
     if not database.configured and not database.event_store_file.exists():
         raise AuditToolError(f"no event store at {database.event_store_file}")
@@ -186,6 +192,8 @@ def _read_witnesses(source: str) -> list[Checkpoint]:
     if source == "storage":
 
         async def listed() -> list[tuple[str, bytes]]:
+            from entrypoints.composition.infrastructure import open_result_storage
+
             async with open_result_storage(Settings.from_env()) as storage:
                 return await storage.kept(WITNESS_PREFIX)
 

@@ -11,7 +11,6 @@ import sys
 from domain.errors import FetcherError
 from entrypoints.cli.check import shown_url, vhost_of
 from entrypoints.cli.commands import Commands, command, group
-from entrypoints.composition.infrastructure import broker_topology
 from entrypoints.settings import Settings, SettingsError
 
 
@@ -29,6 +28,8 @@ def _definitions(args: argparse.Namespace) -> int:
         return 2
     url = settings.broker.url
     vhost = args.vhost or (vhost_of(url) if url else "/")
+    from entrypoints.composition.infrastructure import broker_topology
+
     json.dump(broker_topology(settings).definitions(vhost), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
@@ -43,6 +44,8 @@ def _declare(args: argparse.Namespace) -> int:
         print("fetcher: configuration error: RABBITMQ_URL is required", file=sys.stderr)
         return 2
     try:
+        from entrypoints.composition.infrastructure import broker_topology
+
         asyncio.run(broker_topology(settings).apply(url))
     except FetcherError as error:
         print(f"fetcher: {error.message} ({shown_url(url)})", file=sys.stderr)

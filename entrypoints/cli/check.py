@@ -15,18 +15,13 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-import aiohttp
-
-from adapters.auth.keys import JwksKeySource
-from adapters.common.postgres import reach
+# The drivers each check reaches a dependency with are imported by that check: `fetcher`'s
+# other commands (an offline audit check among them) load none of them.
 from adapters.crypto.keys import InvalidMasterKey, KeyRing
-from adapters.messaging.rabbitmq_probe import reach_broker
-from adapters.storage.s3 import S3ResultStorage
 from application.errors import PortError, StorageError, StorageRejected
 from application.readiness import sanitize
 from domain.errors import Unavailable
 from entrypoints.cli.commands import Commands, command
-from entrypoints.composition.infrastructure import broker_topology, s3_settings
 from entrypoints.settings import Settings, SettingsError
 
 TIMEOUT_SECONDS = 10.0
@@ -128,6 +123,8 @@ async def check_database(settings: Settings, roles: Collection[str]) -> Finding:
         if not folder.is_dir():
             return _fail("database", f"sqlite folder {folder} does not exist: create it")
         return _ok("database", f"sqlite:///{database.event_store_file} (one machine only)")
+    from adapters.common.postgres import reach
+
     host = f"[{address.host}]" if ":" in address.host else address.host
     shown = f"postgresql://{address.user}@{host}:{address.port}/{address.database}"
     return await _reached(
@@ -146,6 +143,8 @@ async def check_broker(settings: Settings, roles: Collection[str]) -> Finding:
             "broker",
             "RABBITMQ_URL is not set: e.g. amqp://fetcher:PASSWORD@rabbitmq.internal:5672/",
         )
+    from adapters.messaging.rabbitmq_probe import reach_broker
+
     return await _reached(
         "broker",
         shown_url(url),
@@ -159,6 +158,8 @@ async def check_topology(settings: Settings, roles: Collection[str]) -> Finding:
     broker = settings.broker
     if broker.url is None:
         return Finding(SKIP, "topology", "no broker (RABBITMQ_URL is not set)")
+    from entrypoints.composition.infrastructure import broker_topology
+
     topology = broker_topology(settings)
     vhost = vhost_of(broker.url)
     try:
@@ -195,6 +196,9 @@ async def check_storage(settings: Settings, roles: Collection[str]) -> Finding:
             "OBJECT_STORAGE_BUCKET is not set: the worker stores results in an S3 bucket "
             "(and OBJECT_STORAGE_ENDPOINT for a server other than AWS)",
         )
+    from adapters.storage.s3 import S3ResultStorage
+    from entrypoints.composition.infrastructure import s3_settings
+
     bucket = config.bucket
     where = f"bucket '{bucket}'" + (f" at {config.endpoint}" if config.endpoint else "")
     try:
@@ -251,6 +255,10 @@ async def check_auth(settings: Settings, roles: Collection[str]) -> Finding:
         return Finding(SKIP, "auth", "no token verification (FETCHER_AUTH_ISSUER is not set)")
     if security.hs256_secret or security.public_key:
         return _ok("auth", f"static key for tokens of {security.issuer}")
+    import aiohttp
+
+    from adapters.auth.keys import JwksKeySource
+
     source = JwksKeySource(
         issuer=security.issuer, jwks_url=security.jwks_url, timeout=TIMEOUT_SECONDS / 2
     )
