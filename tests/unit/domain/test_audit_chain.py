@@ -92,3 +92,26 @@ def test_a_state_is_linked_only_when_it_ends_right_after_its_digest():
     for ending in (b'"!', b'"~'):  # sorting before and after the closing quote and brace
         state = b'{"note":1' + tail + ending
         assert split_linked(state) == (state, None)
+
+
+def test_a_near_miss_of_the_prev_digest_key_links_to_nothing():
+    """Only the exact key counts: one letter off either way (sorting before or after it) is
+    not a link, even when the 64 characters before the end are the predecessor's digest."""
+    digest = b"ab" * 32
+    for key in (b'"prev_digesT":"', b'"prev_digesu":"'):
+        assert prev_digest_of(b'{"n":1,' + key + digest + b'"}') is None
+    assert prev_digest_of(b'{"n":1,"prev_digest":"' + digest + b'"}') == digest.decode()
+
+
+def test_a_state_naming_prev_digest_as_a_value_is_not_taken_for_a_chained_one():
+    state, digest = link(JOB, 1, "domain.job:JobRequested", b'{"note":"prev_digest"}', "")
+    assert split_linked(state)[1] == digest
+    with pytest.raises(ChainError):  # but a state already carrying the key is refused
+        link(JOB, 2, "domain.job:JobClaimed", state, digest)
+
+
+def test_heads_match_only_their_own_digest_whichever_way_another_sorts():
+    for given in ("00" * 32, "ff" * 32):
+        assert (
+            Checkpoint(1, 1, "00" * 32, "t", "1.k", HEADS, heads_sha256=given).heads_match is False
+        )
