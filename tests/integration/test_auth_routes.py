@@ -22,13 +22,15 @@ from litestar.handlers import HTTPRouteHandler
 from adapters.auth.claims import ClaimPermissions
 from adapters.auth.jwt_verifier import PyJwtTokenVerifier
 from adapters.auth.keys import ASYMMETRIC_ALGORITHMS, JwksKeySource
+from application.jobs.fresh_index import FreshJobIndex
 from application.jobs.queries.get_job import GetJob, GetJobHistory
+from application.jobs.queries.search_jobs import SearchJobs
 from domain.identity import Permission, granting
 from domain.tenant import SINGLE_TENANT
 from entrypoints.http.app import create_app
 from entrypoints.http.auth import BEARER, OPEN_ROUTES, HttpSecurity, is_open
 from entrypoints.http.guards import permission_of, requires_permission
-from entrypoints.roles import ApiServices
+from entrypoints.roles import ApiServices, ConsoleServices
 from tests.integration.auth_servers import (
     ALL_PERMISSIONS,
     LocalIdentityProvider,
@@ -66,7 +68,18 @@ ROUTES: dict[tuple[str, str], Permission] = {
     ("POST", "/v1/fetcher"): P.FETCHER_POST,
     ("GET", "/v1/fetcher/{job_id}"): P.FETCHER_GET,
     ("GET", "/v1/fetcher/{job_id}/events"): P.FETCHER_HISTORY,
+    ("GET", "/v1/fetcher/{job_id}/proof"): P.FETCHER_HISTORY,
     ("GET", "/v1/audit/checkpoints"): P.FETCHER_HISTORY,
+    # The console's fragments need the permission of the API route each mirrors.
+    ("GET", "/v1/console/jobs"): P.FETCHER_GET,
+    ("GET", "/v1/console/jobs/{job_id}"): P.FETCHER_GET,
+    ("GET", "/v1/console/jobs/{job_id}/history"): P.FETCHER_HISTORY,
+    ("POST", "/v1/console/jobs/{job_id}/verify"): P.FETCHER_HISTORY,
+    ("GET", "/v1/console/connections"): P.CONNECTIONS_GET,
+    ("POST", "/v1/console/connections/{connection_id}/test"): P.CONNECTIONS_POST,
+    ("GET", "/v1/console/connections/{connection_id}/schema"): P.CONNECTIONS_GET,
+    ("GET", "/v1/console/checkpoints"): P.FETCHER_HISTORY,
+    ("GET", "/v1/console/bundle"): P.FETCHER_HISTORY,
 }
 """Reference §2.1: validate-schema, test and assign are ``connections:post``; schema and the
 unassigned list ``connections:get``; the job history and the audit checkpoints are
@@ -130,7 +143,34 @@ HAPPY: dict[tuple[str, str], Callable[[World], Request]] = {
     ),
     ("GET", "/v1/fetcher/{job_id}"): lambda w: (f"/v1/fetcher/{w.job}", {}, 200),
     ("GET", "/v1/fetcher/{job_id}/events"): lambda w: (f"/v1/fetcher/{w.job}/events", {}, 200),
+    # The twins' event store keeps no audit trail: the job is found, and there is no proof.
+    ("GET", "/v1/fetcher/{job_id}/proof"): lambda w: (f"/v1/fetcher/{w.job}/proof", {}, 404),
     ("GET", "/v1/audit/checkpoints"): lambda w: ("/v1/audit/checkpoints", {}, 200),
+    ("GET", "/v1/console/jobs"): lambda w: ("/v1/console/jobs", {}, 200),
+    ("GET", "/v1/console/jobs/{job_id}"): lambda w: (f"/v1/console/jobs/{w.job}", {}, 200),
+    ("GET", "/v1/console/jobs/{job_id}/history"): lambda w: (
+        f"/v1/console/jobs/{w.job}/history",
+        {},
+        200,
+    ),
+    ("POST", "/v1/console/jobs/{job_id}/verify"): lambda w: (
+        f"/v1/console/jobs/{w.job}/verify",
+        {},
+        200,
+    ),
+    ("GET", "/v1/console/connections"): lambda w: ("/v1/console/connections", {}, 200),
+    ("POST", "/v1/console/connections/{connection_id}/test"): lambda w: (
+        f"/v1/console/connections/{w.connection}/test",
+        {},
+        200,
+    ),
+    ("GET", "/v1/console/connections/{connection_id}/schema"): lambda w: (
+        f"/v1/console/connections/{w.connection}/schema",
+        {},
+        200,
+    ),
+    ("GET", "/v1/console/checkpoints"): lambda w: ("/v1/console/checkpoints", {}, 200),
+    ("GET", "/v1/console/bundle"): lambda w: ("/v1/console/bundle", {}, 404),
 }
 
 
@@ -169,6 +209,7 @@ def build_app(app, security: HttpSecurity) -> Litestar:  # noqa: F811
         get_job=GetJob(app.jobs),
         get_job_history=GetJobHistory(app.jobs),
         connections=make_kit(app).services,
+        console=ConsoleServices(SearchJobs(FreshJobIndex(app.job_index, app.store))),
     )
     return create_app(services, security)
 
@@ -243,12 +284,18 @@ def test_the_open_route_list():
         "/metrics",
         "/openapi",
         "/openapi/*",
+        "/console",
+        "/console/*",
+        "/console-assets/*",
     )
     for path in ("/health", "/readyz", "/readyz/tenant/acme", "/version", "/metrics"):
         assert is_open(path), path
     for path in ("/openapi", "/openapi/openapi.json", "/openapi/swagger"):
         assert is_open(path), path
+    for path in ("/console", "/console/jobs/x/history", "/console-assets/console.js"):
+        assert is_open(path), path  # the page and its files: no data
     closed = ("/healthz", "/readyz/tenant/a/b", "/v1/fetcher", "/openapix", "/version/x", "/")
+    closed += ("/consolex", "/v1/console/jobs", "/v1/console")
     for path in closed:
         assert not is_open(path), path
 
