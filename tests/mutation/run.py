@@ -73,6 +73,7 @@ TARGETS = (
         "domain/audit_chain.py",
         (
             "tests/unit/domain/test_audit_chain.py",
+            "tests/unit/domain/test_heads_merkle.py",
             "tests/unit/domain/test_audit_vectors.py",
             "tests/unit/application/audit",
             "tests/unit/adapters/eventstore/test_chaining.py",
