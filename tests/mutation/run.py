@@ -248,6 +248,46 @@ EXPLAINED: dict[tuple[str, str, str], str] = {
         "`ensure_ascii` and `allow_nan` made True: what is encoded (ids, hex digests, integers, "
         "RFC 3339 times, key ids) is ASCII and has no NaN, so the bytes are the same"
     ),
+    # domain/audit_chain.py: the heads' Merkle tree
+    (
+        "domain/audit_chain.py",
+        "def root_from_path(leaf: bytes, index: int, size: int, path: list[bytes])"
+        " -> bytes | None:",
+        "*",
+    ): _ANNOTATION,
+    ("domain/audit_chain.py", "if len(leaves) == 1:", "core/ReplaceComparisonOperator_Eq_LtE"): (
+        "`== 1` made `<= 1` after the empty list was answered: the length is at least 1"
+    ),
+    ("domain/audit_chain.py", "return leaves[0]", "core/NumberReplacer"): (
+        "the only leaf of a one-leaf tree: `leaves[0]` and `leaves[-1]` are the same"
+    ),
+    ("domain/audit_chain.py", "if len(leaves) <= 1:", "core/ReplaceComparisonOperator_LtE_Eq"): (
+        "an inclusion path is only asked for a leaf of a checkpoint's heads, which are never "
+        "empty: `<= 1` and `== 1` agree on every list it is given"
+    ),
+    (
+        "domain/audit_chain.py",
+        "return [*inclusion_path(leaves[k:], index - k), merkle_root(leaves[:k])]",
+        "*",
+    ): (
+        "in the right subtree `k <= index < 2k` with `k` a power of two, so `index - k`, "
+        "`index % k` and `index ^ k` are the same number"
+    ),
+    ("domain/audit_chain.py", "if sn == 0:", "core/ReplaceComparisonOperator_Eq_LtE"): (
+        "`sn` is never negative (it starts at `size - 1` and is only halved), so `== 0` and "
+        "`<= 0` agree"
+    ),
+    ("domain/audit_chain.py", "if fn & 1 or fn == sn:", "*"): (
+        "`fn <= sn` always (the index is below the size and both are halved together), so "
+        "`fn == sn` and `fn >= sn` agree; `is` agrees on the small integers compared"
+    ),
+    ("domain/audit_chain.py", "if not fn & 1:", "core/ReplaceBinaryOperator_BitAnd_Mod"): (
+        "`fn % 1` is 0, so the loop below is always entered; when `fn` is odd its condition "
+        "is false at once: the same as not entering it"
+    ),
+    ("domain/audit_chain.py", "return node if sn == 0 else None", "*"): (
+        "`sn` is never negative: `>= 0`, `<= 0` and `== 0` agree"
+    ),
     # adapters/auth/jwt_verifier.py
     ("adapters/auth/jwt_verifier.py", "*,", "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
     ("adapters/auth/jwt_verifier.py", "names: ClaimNames | None = None,", "*"): _ANNOTATION,

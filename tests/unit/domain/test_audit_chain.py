@@ -15,6 +15,7 @@ from domain.audit_chain import (
     Record,
     content_digest,
     heads_digest,
+    heads_root,
     link,
     prev_digest_of,
     split_linked,
@@ -115,3 +116,16 @@ def test_heads_match_only_their_own_digest_whichever_way_another_sorts():
         assert (
             Checkpoint(1, 1, "00" * 32, "t", "1.k", HEADS, heads_sha256=given).heads_match is False
         )
+
+
+def test_a_prev_digest_counts_only_where_the_state_closes_right_after_it():
+    digest = b"ab" * 32
+    for ending in (b'"!', b'"~'):  # sorting before and after the closing quote and brace
+        assert prev_digest_of(b'{"n":1,"prev_digest":"' + digest + ending) is None
+
+
+def test_heads_whose_root_is_not_the_signed_one_do_not_match():
+    signed = Checkpoint(1, 1, "00" * 32, "t", "1.k", HEADS, heads_root="00" * 32)
+    assert signed.heads_sha256 == heads_digest(HEADS) and signed.heads_match is False
+    rooted = Checkpoint(1, 1, "00" * 32, "t", "1.k", HEADS, heads_root=heads_root(HEADS))
+    assert rooted.heads_match is True

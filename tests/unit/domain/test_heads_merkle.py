@@ -47,8 +47,16 @@ def test_every_leaf_of_every_size_proves_its_place_and_only_there() -> None:
 
 def test_an_index_outside_the_tree_proves_nothing() -> None:
     leaves = _leaves(4)
-    assert root_from_path(leaves[0], 4, 4, inclusion_path(leaves, 0)) is None
-    assert root_from_path(leaves[0], -1, 4, inclusion_path(leaves, 0)) is None
+    for index in (4, 5, 7, -1):
+        assert root_from_path(leaves[0], index, 4, inclusion_path(leaves, 0)) is None, index
+
+
+def test_a_path_longer_than_the_tree_is_deep_proves_nothing() -> None:
+    for size in (1, 2, 3, 5, 8):
+        leaves = _leaves(size)
+        for index, leaf in enumerate(leaves):
+            path = inclusion_path(leaves, index)
+            assert root_from_path(leaf, index, size, [*path, b"\x07" * 32]) is None
 
 
 def test_the_heads_are_ordered_by_job_id() -> None:
