@@ -209,7 +209,7 @@ def test_the_images_install_step_gives_a_working_fetcher(tmp_path: Path):
         # The console's templates and script are package data: installed, not read from here.
         assert 'name="fetcher-console"' in httpx.get(f"{base}/console").text
         assert httpx.get(f"{base}/console-assets/console.js").status_code == 200
-        assert "<section class=\"jobs\"" in httpx.get(f"{base}/v1/console/jobs").text
+        assert '<section class="jobs"' in httpx.get(f"{base}/v1/console/jobs").text
         healthcheck = subprocess.run(
             [fetcher, "healthcheck"], cwd=elsewhere, env=serve_env, capture_output=True, text=True
         )
