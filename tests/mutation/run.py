@@ -285,6 +285,10 @@ EXPLAINED: dict[tuple[str, str, str], str] = {
         "`fn % 1` is 0, so the loop below is always entered; when `fn` is odd its condition "
         "is false at once: the same as not entering it"
     ),
+    ("domain/audit_chain.py", "if not fn & 1:", "core/NumberReplacer"): (
+        "`fn & 0` is 0, so the loop below is always entered; when `fn` is odd its condition "
+        "is false at once: the same as not entering it (`fn & 2` is killed)"
+    ),
     ("domain/audit_chain.py", "return node if sn == 0 else None", "*"): (
         "`sn` is never negative: `>= 0`, `<= 0` and `== 0` agree"
     ),

@@ -125,7 +125,8 @@ def test_a_prev_digest_counts_only_where_the_state_closes_right_after_it():
 
 
 def test_heads_whose_root_is_not_the_signed_one_do_not_match():
-    signed = Checkpoint(1, 1, "00" * 32, "t", "1.k", HEADS, heads_root="00" * 32)
-    assert signed.heads_sha256 == heads_digest(HEADS) and signed.heads_match is False
+    for other in ("00" * 32, "ff" * 32):  # sorting before and after the heads' own root
+        signed = Checkpoint(1, 1, "00" * 32, "t", "1.k", HEADS, heads_root=other)
+        assert signed.heads_sha256 == heads_digest(HEADS) and signed.heads_match is False
     rooted = Checkpoint(1, 1, "00" * 32, "t", "1.k", HEADS, heads_root=heads_root(HEADS))
     assert rooted.heads_match is True
