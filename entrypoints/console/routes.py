@@ -45,6 +45,8 @@ HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
 ASSETS = HERE / "static"
 PAGE_SIZE = 25
+LIST_SIZE = 50
+"""Connections and checkpoints per page."""
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -261,14 +263,15 @@ class ConsoleController(GuardedController):
         request: Request[Any, Any, Any],
     ) -> Template:
         page = _page_number(request)
-        found = await services.connections.list(ListFilter(page=page, limit=50), tenant=tenant)
+        wanted = ListFilter(page=page, limit=LIST_SIZE)
+        found = await services.connections.list(wanted, tenant=tenant)
         return _fragment(
             "connections.html",
             services,
             connections=found.items,
             total=found.total,
             page=page,
-            more=page * 50 < found.total,
+            more=page * LIST_SIZE < found.total,
         )
 
     @post(
@@ -311,7 +314,7 @@ class ConsoleController(GuardedController):
         found = []
         if services.list_checkpoints is not None:
             found = await services.list_checkpoints(
-                after=after, limit=50, with_heads=not services.tenancy.multi_tenant
+                after=after, limit=LIST_SIZE, with_heads=not services.tenancy.multi_tenant
             )
         keys = services.console.checkpoint_keys if services.console is not None else None
         rows = [
@@ -333,7 +336,7 @@ class ConsoleController(GuardedController):
             services,
             rows=rows,
             after=after,
-            next_after=found[-1].position if len(found) == 50 else None,
+            next_after=found[-1].position if len(found) == LIST_SIZE else None,
             valid=SignatureCheck.VALID,
             exportable=exportable,
         )

@@ -72,16 +72,26 @@ class GetJob:
         current claim reported (never an earlier claim's). Progress that cannot be read is
         left out."""
         job = await self(job_id, tenant=tenant)
-        if self.progress is None or job.status != "processing":
-            return JobReading(job)
-        try:
-            progress = await self.progress.progress(job.id)
-        except Unavailable:
-            log.warning("job.progress.unreadable")
-            return JobReading(job)
-        if progress is None or progress.attempt != job.attempts:
-            return JobReading(job)
-        return JobReading(job, progress)
+        return JobReading(
+            job, await current_progress(self.progress, job.id, job.status, job.attempts)
+        )
+
+
+async def current_progress(
+    store: JobProgressStore | None, job_id: UUID, status: str, attempts: int
+) -> JobProgress | None:
+    """What a processing job's current claim (``attempts``) last reported; None for a job not
+    processing, a report of an earlier claim, or progress that cannot be read."""
+    if store is None or status != "processing":
+        return None
+    try:
+        progress = await store.progress(job_id)
+    except Unavailable:
+        log.warning("job.progress.unreadable")
+        return None
+    if progress is None or progress.attempt != attempts:
+        return None
+    return progress
 
 
 @dataclass(slots=True)

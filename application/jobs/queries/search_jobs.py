@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from application.jobs.queries.get_job import current_progress
 from application.ports.job_index import JobIndex, JobSearch, JobSummary
 from application.ports.job_progress import JobProgress, JobProgressStore
-from domain.errors import Unavailable
 
 MAX_LIMIT = 100
 
@@ -26,15 +26,7 @@ class SearchJobs:
     async def __call__(self, search: JobSearch) -> list[ListedJob]:
         limit = max(1, min(search.limit, MAX_LIMIT))
         found = await self.index.search(replace(search, limit=limit))
-        return [ListedJob(summary, await self._progress_of(summary)) for summary in found]
-
-    async def _progress_of(self, summary: JobSummary) -> JobProgress | None:
-        if self.progress is None or summary.status != "processing":
-            return None
-        try:
-            progress = await self.progress.progress(summary.job_id)
-        except Unavailable:
-            return None
-        if progress is None or progress.attempt != summary.attempts:
-            return None
-        return progress
+        return [
+            ListedJob(s, await current_progress(self.progress, s.job_id, s.status, s.attempts))
+            for s in found
+        ]
