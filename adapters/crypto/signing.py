@@ -75,6 +75,20 @@ def signature_payload(
     return encoded + body
 
 
+def _envelope_payload(
+    timestamp: int, tenant: str, exchange: str, routing_key: str, body: bytes
+) -> bytes:
+    """The payload of a message: its job id is the body's own ``jobId``."""
+    return signature_payload(
+        timestamp=timestamp,
+        tenant=tenant,
+        job_id=body_job_id(body),
+        exchange=exchange,
+        routing_key=routing_key,
+        body=body,
+    )
+
+
 def _text(value: object) -> str | None:
     if isinstance(value, str):
         return value
@@ -126,14 +140,7 @@ class HmacMessageSigner(MessageSigner):
     def sign(
         self, *, tenant: str, exchange: str, routing_key: str, body: bytes, timestamp: int
     ) -> dict[str, str]:
-        payload = signature_payload(
-            timestamp=timestamp,
-            tenant=tenant,
-            job_id=body_job_id(body),
-            exchange=exchange,
-            routing_key=routing_key,
-            body=body,
-        )
+        payload = _envelope_payload(timestamp, tenant, exchange, routing_key, body)
         return {
             SIGNATURE_HEADER: hmac.new(self._keys[0], payload, hashlib.sha256).hexdigest(),
             TIMESTAMP_HEADER: str(timestamp),
@@ -176,14 +183,7 @@ class HmacMessageSigner(MessageSigner):
         if tenant is None:
             raise InvalidSignature("invalid tenant header")
 
-        payload = signature_payload(
-            timestamp=timestamp,
-            tenant=tenant,
-            job_id=body_job_id(body),
-            exchange=exchange,
-            routing_key=routing_key,
-            body=body,
-        )
+        payload = _envelope_payload(timestamp, tenant, exchange, routing_key, body)
         given = signature.encode("utf-8")
         matched = False
         for key in self._keys:
