@@ -139,47 +139,45 @@ def _ring_from_env(settings: ToolSettings) -> KeyRing | None:
         raise ToolError(f"APP_ENC_KEY: {e}") from None
 
 
-def _keys(
-    flag: str | None,
-    *,
-    option: str,
-    setting: str,
-    configured: Callable[[ToolSettings], str | None],
-    derived: Callable[[KeySet], bytes],
-    what: str,
-) -> list[bytes]:
-    """The keys to try, from the first source that gives one: the flag (``option``), the
-    setting (read by ``configured``), else each key version ``derived`` from APP_ENC_KEY."""
-    settings = ToolSettings.from_env()
-    if flag:
-        return [_hex_key(flag, option)]
-    if env := configured(settings):
-        return [_hex_key(env, setting)]
-    if ring := _ring_from_env(settings):
-        return [derived(keys) for keys in ring]
-    raise ToolError(f"no {what} key: pass {option}, or set {setting} or APP_ENC_KEY")
+@dataclass(frozen=True, slots=True)
+class _KeySource:
+    """Where a tool finds a key: the flag ``option``, else the setting ``setting`` (read by
+    ``configured``), else each key version ``derived`` from APP_ENC_KEY."""
+
+    option: str
+    setting: str
+    configured: Callable[[ToolSettings], str | None]
+    derived: Callable[[KeySet], bytes]
+    what: str
+
+    def keys(self, flag: str | None) -> list[bytes]:
+        """The keys to try, from the first source that gives one."""
+        settings = ToolSettings.from_env()
+        if flag:
+            return [_hex_key(flag, self.option)]
+        if env := self.configured(settings):
+            return [_hex_key(env, self.setting)]
+        if ring := _ring_from_env(settings):
+            return [self.derived(keys) for keys in ring]
+        raise ToolError(
+            f"no {self.what} key: pass {self.option}, or set {self.setting} or APP_ENC_KEY"
+        )
 
 
-def _external_hmac_keys(flag: str | None) -> list[bytes]:
-    return _keys(
-        flag,
-        option="--hmac-key",
-        setting="FETCHER_EXTERNAL_HMAC_KEY",
-        configured=lambda settings: settings.external_hmac_key,
-        derived=lambda keys: keys.external_hmac,
-        what="HMAC",
-    )
-
-
-def _storage_keys(flag: str | None) -> list[bytes]:
-    return _keys(
-        flag,
-        option="--storage-key",
-        setting="FETCHER_STORAGE_KEY",
-        configured=lambda settings: settings.storage_key,
-        derived=lambda keys: keys.storage,
-        what="storage",
-    )
+_EXTERNAL_HMAC = _KeySource(
+    "--hmac-key",
+    "FETCHER_EXTERNAL_HMAC_KEY",
+    lambda settings: settings.external_hmac_key,
+    lambda keys: keys.external_hmac,
+    "HMAC",
+)
+_STORAGE = _KeySource(
+    "--storage-key",
+    "FETCHER_STORAGE_KEY",
+    lambda settings: settings.storage_key,
+    lambda keys: keys.storage,
+    "storage",
+)
 
 
 def _read_input(path: str) -> bytes:
@@ -235,7 +233,7 @@ def _message(doc: Any, what: str) -> _Message:
 def _verify_event(args: argparse.Namespace) -> int:
     try:
         message = _message(_parse_json(_read_input(args.file), "message"), "message")
-        signer = HmacMessageSigner(_external_hmac_keys(args.hmac_key))
+        signer = HmacMessageSigner(_EXTERNAL_HMAC.keys(args.hmac_key))
     except ToolError as e:
         _err(f"Error: {e}")
         return 1
@@ -331,8 +329,8 @@ def _decrypt_result(args: argparse.Namespace) -> int:
             raise ToolError("--hmac must be 64 hexadecimal characters")
         if args.event is not None:
             expected = _event_hmac(args.event)
-        storage_keys = _storage_keys(args.storage_key)
-        hmac_keys = _external_hmac_keys(args.hmac_key) if expected is not None else []
+        storage_keys = _STORAGE.keys(args.storage_key)
+        hmac_keys = _EXTERNAL_HMAC.keys(args.hmac_key) if expected is not None else []
         plaintext = _decrypt_with_any(_read_input(args.file), storage_keys)
         if expected is not None and not any(
             hmac_matches(plaintext, key, expected) for key in hmac_keys
