@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+from adapters.common.lifecycle import RunUntilStopped
 from adapters.messaging.wire.events import JobNotification, event_id, job_notification
 from adapters.messaging.wire.work import work_order
 from application.errors import PublishFailed
@@ -81,22 +82,16 @@ class RecordingWorkConsumer(WorkConsumer):
         self._queue = queue
         self._handler = handler
         self._retry_delay = retry_delay
-        self._stopping = asyncio.Event()
-        self._finished = asyncio.Event()
-        self._running = False
+        self._lifecycle = RunUntilStopped()
+        self._stopping = self._lifecycle.stopping
 
     async def run(self) -> None:
-        self._running = True
-        try:
+        with self._lifecycle.running():
             while (order := await self._next()) is not None:
                 await self._handle(order)
-        finally:
-            self._finished.set()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._running:
-            await self._finished.wait()
+        await self._lifecycle.stop()
 
     async def _next(self) -> WorkOrder | None:
         """The next waiting order, or None once stopping (an order taken meanwhile goes back)."""

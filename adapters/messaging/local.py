@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from adapters.common.lifecycle import RunUntilStopped
 from adapters.messaging.delivery import DeliveryProcessor, drain
 from adapters.messaging.wire.envelope import OutgoingMessage, header_text
 from adapters.messaging.wire.events import EVENTS_EXCHANGE, EventMessages
@@ -104,26 +105,20 @@ class InProcessWorkConsumer(WorkConsumer):
         )
         self._slots = asyncio.Semaphore(concurrency)
         self._stop_timeout = stop_timeout
-        self._stopping = asyncio.Event()
-        self._finished = asyncio.Event()
-        self._running = False
+        self._lifecycle = RunUntilStopped()
+        self._stopping = self._lifecycle.stopping
         self._inflight: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
-        self._running = True
-        try:
-            await self._consume()
-        finally:
-            self._stopping.set()
+        with self._lifecycle.running():
             try:
-                await self._drain()
+                await self._consume()
             finally:
-                self._finished.set()
+                self._stopping.set()
+                await self._drain()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._running:
-            await self._finished.wait()
+        await self._lifecycle.stop()
 
     async def _consume(self) -> None:
         while True:

@@ -11,6 +11,7 @@ from typing import Any
 from aio_pika.abc import AbstractIncomingMessage, AbstractQueue, AbstractRobustConnection
 from aio_pika.exceptions import CONNECTION_EXCEPTIONS, ChannelNotFoundEntity
 
+from adapters.common.lifecycle import RunUntilStopped
 from adapters.messaging.delivery import DeliveryProcessor, drain
 from adapters.messaging.rabbitmq import BROKER_LINK, open_channel, unix_now
 from application.errors import PortError
@@ -48,9 +49,8 @@ class RabbitWorkConsumer(WorkConsumer):
         self._queue = queue
         self._deliveries = deliveries
         self._stop_timeout = stop_timeout
-        self._stopping = asyncio.Event()
-        self._finished = asyncio.Event()
-        self._running = False
+        self._lifecycle = RunUntilStopped()
+        self._stopping = self._lifecycle.stopping
         self._inflight: set[asyncio.Task[Any]] = set()
 
     @classmethod
@@ -92,8 +92,7 @@ class RabbitWorkConsumer(WorkConsumer):
         return cls(connection, queue, deliveries, stop_timeout=stop_timeout)
 
     async def run(self) -> None:
-        self._running = True
-        try:
+        with self._lifecycle.running():
             tag = await self._start_consuming()
             if tag is None:
                 await self._close()
@@ -103,8 +102,6 @@ class RabbitWorkConsumer(WorkConsumer):
             finally:
                 self._stopping.set()
                 await self._shutdown(tag)
-        finally:
-            self._finished.set()
 
     async def _start_consuming(self) -> str | None:
         """Starts the consumer; a broker that goes away meanwhile is waited for (the robust
@@ -133,10 +130,7 @@ class RabbitWorkConsumer(WorkConsumer):
         return None
 
     async def stop(self) -> None:
-        self._stopping.set()
-        if self._running:
-            await self._finished.wait()
-        else:
+        if not await self._lifecycle.stop():
             await self._close()
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
