@@ -150,6 +150,14 @@ class _KeySource:
     derived: Callable[[KeySet], bytes]
     what: str
 
+    @property
+    def order(self) -> str:
+        """Where the key comes from, in a command's description."""
+        return f"{self.option}, else {self.setting}, else derived from APP_ENC_KEY"
+
+    def add_option(self, parser: argparse.ArgumentParser, name: str) -> None:
+        parser.add_argument(self.option, metavar="HEX", help=f"{name}, 64 hex characters")
+
     def keys(self, flag: str | None) -> list[bytes]:
         """The keys to try, from the first source that gives one."""
         settings = ToolSettings.from_env()
@@ -271,11 +279,10 @@ def _add_event(subparsers: Commands) -> None:
         _verify_event,
         help="verify the signature of one event message",
         description='Verify one message given as JSON {"exchange", "routingKey", "headers", '
-        '"body"} (a line of events.jsonl). The key is --hmac-key, else '
-        "FETCHER_EXTERNAL_HMAC_KEY, else derived from APP_ENC_KEY.",
+        f'"body"}} (a line of events.jsonl). The key is {_EXTERNAL_HMAC.order}.',
     )
     verify.add_argument("file", nargs="?", default="-", help="message JSON file (default: stdin)")
-    verify.add_argument("--hmac-key", metavar="HEX", help="external HMAC key, 64 hex characters")
+    _EXTERNAL_HMAC.add_option(verify, "external HMAC key")
     verify.add_argument(
         "--max-age",
         type=_seconds,
@@ -354,18 +361,18 @@ def _add_result(subparsers: Commands) -> None:
         "decrypt",
         _decrypt_result,
         help="decrypt a stored result and check its HMAC",
-        description="Decrypt a stored result blob. The storage key is --storage-key, else "
-        "FETCHER_STORAGE_KEY, else derived from APP_ENC_KEY. The HMAC is checked when --hmac "
+        description=f"Decrypt a stored result blob. The storage key is {_STORAGE.order}. "
+        "The HMAC is checked when --hmac "
         "or --event gives the expected value.",
     )
     decrypt.add_argument("file", help="the stored blob (base64 text), or - for stdin")
-    decrypt.add_argument("--storage-key", metavar="HEX", help="storage key, 64 hex characters")
+    _STORAGE.add_option(decrypt, "storage key")
     expected = decrypt.add_mutually_exclusive_group()
     expected.add_argument("--hmac", metavar="HEX", help="expected result HMAC (result.hmac)")
     expected.add_argument(
         "--event", metavar="FILE", help="job.completed event (message or body) with result.hmac"
     )
-    decrypt.add_argument("--hmac-key", metavar="HEX", help="external HMAC key, 64 hex characters")
+    _EXTERNAL_HMAC.add_option(decrypt, "external HMAC key")
     decrypt.add_argument("--out", metavar="FILE", help="write the plaintext here (default: stdout)")
 
 
