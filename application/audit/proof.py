@@ -35,12 +35,15 @@ PAGE = 100
 FORMAT = "fetcher-job-proof-v1"
 
 
-async def holding_checkpoint(checkpoints: CheckpointStore, job_id: UUID) -> Checkpoint | None:
+async def holding_checkpoint(
+    checkpoints: CheckpointStore, job_id: UUID, *, after: int = 0
+) -> Checkpoint | None:
     """The newest checkpoint that names the job among its heads (each checkpoint names the
-    jobs recorded since the one before it, at the version they stood at)."""
+    jobs recorded since the one before it, at the version they stood at), looking only at
+    checkpoints past ``after``: a store that tells the position of the job's last record
+    spares the read of all the checkpoints before it."""
     key = str(job_id)
     found: Checkpoint | None = None
-    after = 0
     while True:
         page = await checkpoints.page(after, PAGE)
         for checkpoint in page:
@@ -111,7 +114,14 @@ class ProveJob:
     async def __call__(self, job_id: UUID, *, tenant: Tenant) -> JobInclusion:
         await self.jobs.get(job_id, tenant=tenant)
         records = tuple(await self.log.job_records(job_id))
-        checkpoint = await holding_checkpoint(self.checkpoints, job_id)
+        last = records[-1] if records else None
+        # The last record's position where the store tells it (else 0: every checkpoint).
+        after = max(last.position - 1, 0) if last is not None else 0
+        checkpoint = await holding_checkpoint(self.checkpoints, job_id, after=after)
+        named = checkpoint.heads.get(str(job_id)) if checkpoint and checkpoint.heads else None
+        if named is not None and last is not None and named[0] < last.version:
+            # Its last events came after the newest checkpoint naming it: not yet held.
+            checkpoint = None
         if checkpoint is None or checkpoint.heads is None or not checkpoint.heads_root:
             # Not yet checkpointed, or held by a checkpoint from before roots were signed.
             shown = None if checkpoint is None else replace(checkpoint, heads=None)

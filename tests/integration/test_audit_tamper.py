@@ -25,7 +25,11 @@ from adapters.crypto.audit_signing import AuditKeys, encode_public
 from adapters.crypto.keys import KeyRing
 from adapters.eventstore.store import event_store_for
 from adapters.storage.filesystem import FilesystemResultStorage
+from application.audit.checkpointer import RecordCheckpoints
+from application.audit.proof import ProveJob
+from application.audit.verify_job import Verdict, VerifyJob
 from application.audit.witness import WitnessCheckpoints
+from application.jobs.repository import EventSourcedJobs
 from domain import job as jobs
 from domain.audit_chain import link, parse_state
 from domain.tenant import SINGLE_TENANT
@@ -393,3 +397,51 @@ async def test_quiet_verify_prints_nothing_and_says_it_by_its_exit_status(
     backend.write(ids[2], 2, topic, state.replace(b'"w1"', b'"w9"'))
     broken = _verify(backend, "verify", "--quiet")
     assert (broken.returncode, broken.stdout, broken.stderr) == (1, "", "")
+
+
+async def test_each_jobs_proof_finds_the_checkpoint_holding_its_last_event(
+    backend: Backend,
+) -> None:
+    """On the real stores (PostgreSQL tells the last record's position, SQLite does not):
+    every job of a history spread over several checkpoints proves intact; a job whose last
+    event came after the newest checkpoint naming it is not yet held, then is; a tail removed
+    from the database is not what the checkpoint holds."""
+    await _history(backend)
+    store = event_store_for(backend.database)
+    checkpoints = SqlCheckpointStore.for_database(backend.database)
+    try:
+        await store.open()
+        verify = VerifyJob(ProveJob(EventSourcedJobs(store), store, checkpoints), KEYS.keys)
+        ids = [UUID(j) for c in await checkpoints.page(0, 100) for j in c.heads or {}]
+        assert len(set(ids)) == 6
+        for job_id in set(ids):
+            proof = await verify(job_id, tenant=SINGLE_TENANT)
+            assert proof.verdict is Verdict.INTACT, (job_id, proof.check.problems)
+
+        clock = FakeClock()
+        job_id = uuid4()
+        await store.append(
+            [jobs.request_job(job_id, audit_request(), clock.now(), tenant=SINGLE_TENANT)]
+        )
+        recorder = RecordCheckpoints(store, checkpoints, KEYS.signer, clock, every_records=1)
+        await recorder()
+        job = jobs.fold(await store.job_events(job_id))
+        assert job is not None
+        await store.append([jobs.claim(job, "w1", clock.now(), timedelta(minutes=1))])
+        assert (await verify(job_id, tenant=SINGLE_TENANT)).verdict is Verdict.UNSEALED
+        await recorder()
+        assert (await verify(job_id, tenant=SINGLE_TENANT)).verdict is Verdict.INTACT
+
+        p = backend.param
+        backend.execute(
+            f"DELETE FROM stored_events WHERE originator_id = {p} AND originator_version = 2",
+            (backend.job_key(job_id),),
+        )
+        truncated = await verify(job_id, tenant=SINGLE_TENANT)
+        assert truncated.verdict is Verdict.BROKEN
+        assert any(
+            "(version 1) is not the one the checkpoint" in x for x in truncated.check.problems
+        )
+    finally:
+        await checkpoints.close()
+        await store.close()

@@ -41,6 +41,11 @@ class World:
     clock: FakeClock
 
     async def ended_job(self) -> UUID:
+        job_id = await self.claimed_job()
+        await self.fail(job_id)
+        return job_id
+
+    async def claimed_job(self) -> UUID:
         job_id = uuid4()
         request = ExtractionRequest.create({"pg": {"t": ["id"]}}, None, {"source": "p"})
         await self.store.append(
@@ -49,10 +54,12 @@ class World:
         job = jobs.fold(await self.store.job_events(job_id))
         assert job is not None
         await self.store.append([jobs.claim(job, "w1", self.clock.now(), timedelta(minutes=1))])
+        return job_id
+
+    async def fail(self, job_id: UUID) -> None:
         job = jobs.fold(await self.store.job_events(job_id))
         assert job is not None
         await self.store.append([jobs.fail(job, "boom", self.clock.now(), "w1")])
-        return job_id
 
     def verifier(self, log: object = None, keys: AuditKeys = KEYS) -> VerifyJob:
         prove = ProveJob(
@@ -94,6 +101,21 @@ async def test_an_untouched_checkpointed_job_is_intact(world: World) -> None:
     assert proof.verdict is Verdict.INTACT, proof.check.problems
     assert proof.check.signature is SignatureCheck.VALID
     assert proof.check.checkpoint is not None and proof.check.checkpoint.heads is None
+    assert any("head (version 3)" in item for item in proof.check.checked)
+
+
+async def test_a_job_that_went_on_after_its_checkpoint_waits_for_the_next(world: World) -> None:
+    """Claimed before a checkpoint and ended after it: its last event is not held yet, which
+    is not a break; the next checkpoint holds it."""
+    job = await world.claimed_job()
+    await world.recorder()
+    await world.fail(job)
+    waiting = await world.verifier()(job, tenant=SINGLE_TENANT)
+    assert waiting.verdict is Verdict.UNSEALED, waiting.check.problems
+    assert waiting.check.chain_intact
+    await world.recorder()
+    proof = await world.verifier()(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.INTACT, proof.check.problems
     assert any("head (version 3)" in item for item in proof.check.checked)
 
 
