@@ -228,6 +228,29 @@ def base_env(**extra: str) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def serving(
+    tmp_path_factory: pytest.TempPathFactory, name: str, **settings: str
+) -> Iterator[Processes]:
+    """``fetcher serve`` on its embedded default (its data in a fresh ``<name>-data`` folder),
+    with ``settings`` added, once healthy; stopped afterwards."""
+    port = free_port()
+    env = base_env(
+        FETCHER_DATA_DIR=str(tmp_path_factory.mktemp(f"{name}-data")),
+        SERVER_ADDRESS=f"127.0.0.1:{port}",
+        **settings,
+    )
+    processes = Processes(
+        env=env, logs=tmp_path_factory.mktemp(f"{name}-logs"), api_url=f"http://127.0.0.1:{port}"
+    )
+    processes.start("serve")
+    try:
+        processes.wait_healthy()
+        yield processes
+    finally:
+        processes.stop()
+
+
 @pytest.fixture(scope="session")
 def identity_provider() -> Iterator[LocalIdentityProvider]:
     """An OpenID provider on loopback whose tokens the production API accepts."""

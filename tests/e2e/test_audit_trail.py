@@ -13,30 +13,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import Processes, base_env, free_port
+from tests.e2e.conftest import Processes, base_env, serving
 from tests.e2e.test_embedded_default import cli, wait_for_event
 from tests.e2e.test_job_flow import register, submit
 
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    port = free_port()
-    data = tmp_path_factory.mktemp("audit-data")
-    env = base_env(
-        FETCHER_DATA_DIR=str(data),
-        SERVER_ADDRESS=f"127.0.0.1:{port}",
+    with serving(
+        tmp_path_factory,
+        "audit",
         FETCHER_AUDIT_CHECKPOINT_SECONDS="1",
         FETCHER_AUDIT_CHECKPOINT_EVENTS="true",
-    )
-    processes = Processes(
-        env=env, logs=tmp_path_factory.mktemp("audit-logs"), api_url=f"http://127.0.0.1:{port}"
-    )
-    processes.start("serve")
-    try:
-        processes.wait_healthy()
+    ) as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 def _checkpoints(api: str) -> list[dict]:

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.conftest import Processes, base_env, free_port
+from tests.e2e.conftest import Processes, base_env, serving
 from tests.e2e.test_docs_site import browser, open_page  # noqa: F401  (fixture)
 from tests.e2e.test_embedded_default import cli
 from tests.e2e.test_job_flow import PRODUCT
@@ -36,24 +36,14 @@ MARKUP = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    port = free_port()
-    data = tmp_path_factory.mktemp("console-data")
-    env = base_env(
-        FETCHER_DATA_DIR=str(data),
-        SERVER_ADDRESS=f"127.0.0.1:{port}",
+    with serving(
+        tmp_path_factory,
+        "console",
         FETCHER_AUDIT_CHECKPOINT_SECONDS="1",
         # Every column of the 10,000 rows is larger: that job fails, the narrower ones do not.
         ENGINE_MAX_RESULT_BYTES="1200000",
-    )
-    processes = Processes(
-        env=env, logs=tmp_path_factory.mktemp("console-logs"), api_url=f"http://127.0.0.1:{port}"
-    )
-    processes.start("serve")
-    try:
-        processes.wait_healthy()
+    ) as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 @pytest.fixture(scope="module")
@@ -263,25 +253,14 @@ def issuer() -> Iterator[LocalIdentityProvider]:
 def secured(
     tmp_path_factory: pytest.TempPathFactory, issuer: LocalIdentityProvider
 ) -> Iterator[Processes]:
-    port = free_port()
-    env = base_env(
-        FETCHER_DATA_DIR=str(tmp_path_factory.mktemp("console-secured")),
-        SERVER_ADDRESS=f"127.0.0.1:{port}",
+    with serving(
+        tmp_path_factory,
+        "console-secured",
         FETCHER_AUTH_ISSUER=issuer.issuer,
         FETCHER_AUTH_AUDIENCE=issuer.audience,
         FETCHER_CONSOLE_CLIENT_ID=issuer.client_id,
-    )
-    processes = Processes(
-        env=env,
-        logs=tmp_path_factory.mktemp("console-secured-logs"),
-        api_url=f"http://127.0.0.1:{port}",
-    )
-    processes.start("serve")
-    try:
-        processes.wait_healthy()
+    ) as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 def test_signing_in_with_pkce_and_each_view_needs_its_permission(

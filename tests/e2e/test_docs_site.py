@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Route, sync_playwright
 
 from tests.docs.test_site_builds import build
-from tests.e2e.conftest import ROOT, Processes, base_env, free_port
+from tests.e2e.conftest import ROOT, Processes, serving
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -163,22 +163,8 @@ def test_the_consumer_guide_shows_the_code_the_consumer_test_runs(site_url: str,
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    port = free_port()
-    env = base_env(
-        FETCHER_DATA_DIR=str(tmp_path_factory.mktemp("docs-openapi-data")),
-        SERVER_ADDRESS=f"127.0.0.1:{port}",
-    )
-    processes = Processes(
-        env=env,
-        logs=tmp_path_factory.mktemp("docs-openapi-logs"),
-        api_url=f"http://127.0.0.1:{port}",
-    )
-    processes.start("serve")
-    try:
-        processes.wait_healthy(timeout=60)
+    with serving(tmp_path_factory, "docs-openapi") as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 def test_the_openapi_page_renders_every_operation_without_errors(

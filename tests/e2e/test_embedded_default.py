@@ -12,24 +12,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import FETCHER, SOURCE_ROWS, Processes, base_env, free_port
+from tests.e2e.conftest import FETCHER, SOURCE_ROWS, Processes, base_env, serving
 from tests.e2e.test_job_flow import PRODUCT, expected_rows, register, same_row, submit
 
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    port = free_port()
-    data = tmp_path_factory.mktemp("embedded-data")
-    env = base_env(FETCHER_DATA_DIR=str(data), SERVER_ADDRESS=f"127.0.0.1:{port}")
-    processes = Processes(
-        env=env, logs=tmp_path_factory.mktemp("embedded-logs"), api_url=f"http://127.0.0.1:{port}"
-    )
-    processes.start("serve")
-    try:
-        processes.wait_healthy()
+    with serving(tmp_path_factory, "embedded") as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 def wait_for_event(events: Path, job_id: str, processes: Processes, timeout: float = 60) -> dict:

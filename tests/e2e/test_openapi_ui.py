@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import Processes, base_env, free_port
+from tests.e2e.conftest import Processes, serving
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -31,20 +31,8 @@ CHROMIUM_FLAGS = (
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
-    port = free_port()
-    env = base_env(
-        FETCHER_DATA_DIR=str(tmp_path_factory.mktemp("openapi-data")),
-        SERVER_ADDRESS=f"127.0.0.1:{port}",
-    )
-    processes = Processes(
-        env=env, logs=tmp_path_factory.mktemp("openapi-logs"), api_url=f"http://127.0.0.1:{port}"
-    )
-    processes.start("serve")
-    try:
-        processes.wait_healthy(timeout=60)
+    with serving(tmp_path_factory, "openapi") as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 def chromium() -> str:

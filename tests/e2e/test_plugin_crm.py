@@ -16,7 +16,7 @@ import httpx
 import pytest
 from pymongo import AsyncMongoClient
 
-from tests.e2e.conftest import Processes, base_env, free_port
+from tests.e2e.conftest import Processes, serving
 from tests.e2e.test_embedded_default import wait_for_event
 from tests.e2e.test_job_flow import PRODUCT
 from tests.integration.conftest import require_listening, unique_name
@@ -43,38 +43,31 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Processes]:
     require_listening(URL, "the MongoDB-protocol server")
     asyncio.run(write_crm_database(URL, DATABASE))
     asyncio.run(_user(create=True))
-    port = free_port()
-    env = base_env(
-        FETCHER_DATA_DIR=str(tmp_path_factory.mktemp("crm-data")),
-        SERVER_ADDRESS=f"127.0.0.1:{port}",
-        CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM=AES_KEY.hex(),
-    )
-    processes = Processes(
-        env=env, logs=tmp_path_factory.mktemp("crm-logs"), api_url=f"http://127.0.0.1:{port}"
-    )
-    processes.start("serve")
     try:
-        processes.wait_healthy()
-        mongo = urlsplit(URL)
-        response = httpx.post(
-            f"{processes.api_url}/v1/management/connections",
-            headers={"X-Product-Name": PRODUCT},
-            json={
-                "configName": "plugin_crm",
-                "type": "MONGODB",
-                "host": mongo.hostname,
-                "port": mongo.port,
-                "databaseName": DATABASE,
-                "userName": USER,
-                "password": PASSWORD,
-                "metadata": {"directConnection": "true"},
-            },
-        )
-        assert response.status_code == 201, response.text
-        processes.env["CRM_CONNECTION_ID"] = response.json()["id"]
-        yield processes
+        with serving(
+            tmp_path_factory,
+            "crm",
+            CRYPTO_ENCRYPT_SECRET_KEY_PLUGIN_CRM=AES_KEY.hex(),
+        ) as processes:
+            mongo = urlsplit(URL)
+            response = httpx.post(
+                f"{processes.api_url}/v1/management/connections",
+                headers={"X-Product-Name": PRODUCT},
+                json={
+                    "configName": "plugin_crm",
+                    "type": "MONGODB",
+                    "host": mongo.hostname,
+                    "port": mongo.port,
+                    "databaseName": DATABASE,
+                    "userName": USER,
+                    "password": PASSWORD,
+                    "metadata": {"directConnection": "true"},
+                },
+            )
+            assert response.status_code == 201, response.text
+            processes.env["CRM_CONNECTION_ID"] = response.json()["id"]
+            yield processes
     finally:
-        processes.stop()
         asyncio.run(drop_database(URL, DATABASE))
         asyncio.run(_user(create=False))
 

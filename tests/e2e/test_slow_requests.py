@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import Processes, base_env, free_port
+from tests.e2e.conftest import Processes, serving
 
 HEADER_TIMEOUT = 1
 BODY_TIMEOUT = 2
@@ -25,23 +25,14 @@ SLACK = 1.5
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Processes]:
-    port = free_port()
-    env = base_env(
-        FETCHER_DATA_DIR=str(tmp_path_factory.mktemp("slow-data")),
-        SERVER_ADDRESS=f"127.0.0.1:{port}",
+    with serving(
+        tmp_path_factory,
+        "slow",
         FETCHER_HTTP_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT),
         FETCHER_HTTP_BODY_TIMEOUT_SECONDS=str(BODY_TIMEOUT),
         FETCHER_EVENT_LOOP=request.param,
-    )
-    processes = Processes(
-        env=env, logs=tmp_path_factory.mktemp("slow-logs"), api_url=f"http://127.0.0.1:{port}"
-    )
-    processes.start("serve")
-    try:
-        processes.wait_healthy()
+    ) as processes:
         yield processes
-    finally:
-        processes.stop()
 
 
 def _connect(server: Processes) -> socket.socket:
