@@ -1,15 +1,25 @@
 """Signed audit checkpoints in the event store's database (PostgreSQL or its SQLite file),
-and an in-process twin."""
+and an in-process twin.
+
+Beside the checkpoints, ``fetcher_audit_checkpoint_jobs`` lists which checkpoints name each
+job among their heads (written in the checkpoint's own transaction), so that the checkpoint
+holding a job is one indexed read however long the log: a job's proof no longer reads every
+checkpoint after it. Checkpoints recorded before the list existed, or by an older process
+meanwhile, are listed when a process next creates the schema."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from uuid import UUID
 
-from sqlalchemy import BigInteger, Column, MetaData, Table, Text, select
+from sqlalchemy import BigInteger, Column, Index, MetaData, Table, Text, func, select, text
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.sql.expression import Executable
 
 from adapters.common.postgres import PostgresAddress
 from adapters.sql.tables import create_engine_for, create_tables, upgrade_table
@@ -33,9 +43,44 @@ checkpoints = Table(
 )
 
 
+checkpoint_jobs = Table(
+    "fetcher_audit_checkpoint_jobs",
+    _metadata,
+    Column("job_id", Text, primary_key=True),
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Index("ix_fetcher_audit_checkpoint_jobs_position", "position"),
+)
+"""Which checkpoints (``position``) name a job among their heads."""
+
+_LIST_HEADS = {
+    "postgresql": (
+        "INSERT INTO fetcher_audit_checkpoint_jobs (job_id, position) "
+        "SELECT head.key, c.position FROM fetcher_audit_checkpoints c, "
+        "json_each_text(c.heads::json) head WHERE c.position > :after "
+        "ON CONFLICT DO NOTHING"
+    ),
+    "sqlite": (
+        "INSERT OR IGNORE INTO fetcher_audit_checkpoint_jobs (job_id, position) "
+        "SELECT head.key, c.position FROM fetcher_audit_checkpoints c, json_each(c.heads) head "
+        "WHERE c.position > :after"
+    ),
+}
+"""Lists the heads of the checkpoints past ``after``, in the database (no row travels)."""
+
+
+def _listing(dialect: str) -> Executable:
+    """The insert of a checkpoint's heads; a row already there is kept."""
+    if dialect == "postgresql":
+        return postgresql_insert(checkpoint_jobs).on_conflict_do_nothing()
+    return sqlite_insert(checkpoint_jobs).on_conflict_do_nothing()
+
+
 def _upgrade(conn: Connection) -> None:
-    """A table from before the heads' roots were signed gains the column (its rows: none)."""
+    """A table from before the heads' roots were signed gains the column (its rows: none);
+    the checkpoints past the last one listed (all, the first time) have their heads listed."""
     upgrade_table(conn, checkpoints)
+    listed = conn.execute(select(func.max(checkpoint_jobs.c.position))).scalar()
+    conn.execute(text(_LIST_HEADS[conn.dialect.name]), {"after": listed or 0})
 
 
 _UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
@@ -103,6 +148,15 @@ class SqlCheckpointStore(CheckpointStore):
         )
         return await self._select(query)
 
+    async def holding(self, job_id: UUID) -> Checkpoint | None:
+        newest = (
+            select(func.max(checkpoint_jobs.c.position))
+            .where(checkpoint_jobs.c.job_id == str(job_id))
+            .scalar_subquery()
+        )
+        rows = await self._select(select(checkpoints).where(checkpoints.c.position == newest))
+        return rows[0] if rows else None
+
     async def _select(self, query: object) -> list[Checkpoint]:
         try:
             async with self._engine.connect() as conn:
@@ -115,6 +169,15 @@ class SqlCheckpointStore(CheckpointStore):
         try:
             async with self._engine.begin() as conn:
                 await conn.execute(checkpoints.insert().values(**_row(checkpoint)))
+                if checkpoint.heads:
+                    # A row left by a checkpoint removed from under it is kept as it is.
+                    await conn.execute(
+                        _listing(conn.dialect.name),
+                        [
+                            {"job_id": job, "position": checkpoint.position}
+                            for job in checkpoint.heads
+                        ],
+                    )
         except sa_exc.IntegrityError:
             return  # a checkpoint at this position was recorded first (by another relay)
         except _UNAVAILABLE as e:
@@ -134,6 +197,11 @@ class InMemoryCheckpointStore(CheckpointStore):
 
     async def page(self, after: int = 0, limit: int = 100) -> list[Checkpoint]:
         return [self.items[p] for p in sorted(self.items) if p > after][:limit]
+
+    async def holding(self, job_id: UUID) -> Checkpoint | None:
+        key = str(job_id)
+        naming = [p for p, c in self.items.items() if c.heads and key in c.heads]
+        return self.items[max(naming)] if naming else None
 
     async def add(self, checkpoint: Checkpoint) -> None:
         self.items.setdefault(checkpoint.position, checkpoint)

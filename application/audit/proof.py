@@ -31,27 +31,7 @@ from domain.audit_chain import (
 )
 from domain.tenant import Tenant
 
-PAGE = 100
 FORMAT = "fetcher-job-proof-v1"
-
-
-async def holding_checkpoint(
-    checkpoints: CheckpointStore, job_id: UUID, *, after: int = 0
-) -> Checkpoint | None:
-    """The newest checkpoint that names the job among its heads (each checkpoint names the
-    jobs recorded since the one before it, at the version they stood at), looking only at
-    checkpoints past ``after``: a store that tells the position of the job's last record
-    spares the read of all the checkpoints before it."""
-    key = str(job_id)
-    found: Checkpoint | None = None
-    while True:
-        page = await checkpoints.page(after, PAGE)
-        for checkpoint in page:
-            if checkpoint.heads and key in checkpoint.heads:
-                found = checkpoint
-        if len(page) < PAGE:
-            return found
-        after = page[-1].position
 
 
 def chain_problems(job_id: str, records: list[Record]) -> tuple[list[str], tuple[int, str] | None]:
@@ -115,9 +95,7 @@ class ProveJob:
         await self.jobs.get(job_id, tenant=tenant)
         records = tuple(await self.log.job_records(job_id))
         last = records[-1] if records else None
-        # The last record's position where the store tells it (else 0: every checkpoint).
-        after = max(last.position - 1, 0) if last is not None else 0
-        checkpoint = await holding_checkpoint(self.checkpoints, job_id, after=after)
+        checkpoint = await self.checkpoints.holding(job_id)
         named = checkpoint.heads.get(str(job_id)) if checkpoint and checkpoint.heads else None
         if named is not None and last is not None and named[0] < last.version:
             # Its last events came after the newest checkpoint naming it: not yet held.

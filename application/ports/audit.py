@@ -35,6 +35,11 @@ class CheckpointStore(Protocol):
         """Checkpoints with positions greater than ``after``, ascending, at most ``limit``."""
         ...
 
+    async def holding(self, job_id: UUID) -> Checkpoint | None:
+        """The newest checkpoint that names the job among its heads (each checkpoint names
+        the jobs recorded since the one before it, at the version they stood at), or None."""
+        ...
+
     async def close(self) -> None: ...
 
 

@@ -445,3 +445,29 @@ async def test_each_jobs_proof_finds_the_checkpoint_holding_its_last_event(
     finally:
         await checkpoints.close()
         await store.close()
+
+
+async def test_checkpoints_recorded_before_the_job_list_are_listed_at_the_next_start(
+    backend: Backend,
+) -> None:
+    """A store whose checkpoints predate the list of the jobs each names (or were recorded by
+    an older process meanwhile) has them listed when the schema is next created."""
+    await _history(backend)
+    backend.execute("DELETE FROM fetcher_audit_checkpoint_jobs", ())
+    checkpoints = SqlCheckpointStore.for_database(backend.database)
+    try:
+        stored = [c for c in await checkpoints.page(0, 100) if c.heads]
+        job = UUID(next(iter(stored[0].heads or {})))
+        assert await checkpoints.holding(job) is None
+        await checkpoints.create_schema()
+        named = {UUID(j) for c in stored for j in c.heads or {}}
+        for job_id in named:
+            newest = max(c.position for c in stored if str(job_id) in (c.heads or {}))
+            found = await checkpoints.holding(job_id)
+            assert found is not None and found.position == newest
+        assert await checkpoints.holding(uuid4()) is None
+        await checkpoints.create_schema()  # nothing more to list, nothing listed twice
+        [(rows,)] = backend.execute("SELECT count(*) FROM fetcher_audit_checkpoint_jobs", ())
+        assert rows == sum(len(c.heads or {}) for c in stored)
+    finally:
+        await checkpoints.close()
