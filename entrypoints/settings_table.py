@@ -138,8 +138,9 @@ HTTP_ROLES = frozenset({SERVE, API})
 DATASOURCE_ROLES = frozenset({SERVE, API, WORKER})
 WORKER_ROLES = frozenset({SERVE, WORKER})
 RELAY_ROLES = frozenset({SERVE, RELAY})
-STORAGE_ROLES = frozenset({SERVE, WORKER, RELAY})
-"""Object storage: the worker's results, the relay's audit witnesses."""
+STORAGE_ROLES = frozenset({SERVE, WORKER, RELAY, API})
+"""Object storage: the worker's results, the relay's audit witnesses (the API reads them
+back for the console's Verify)."""
 AUDIT_ROLES = frozenset({SERVE, RELAY, TOOLS})
 KEY_ROLES = frozenset({*ROLES, TOOLS})
 DEPLOYED = frozenset(SHARED_ROLES)
@@ -206,7 +207,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     # --- storage
     _same_as_reference(
-        "OBJECT_STORAGE_BUCKET", "S3 bucket of the results (it must exist)",
+        "OBJECT_STORAGE_BUCKET", "S3 bucket of the results and the audit witnesses (it must exist)",
         "storage", STORAGE_ROLES, shown_default="none: results in objects/ of the data folder",
         required_for=frozenset({WORKER}), example="fetcher-results",
     ),
@@ -456,9 +457,9 @@ SETTINGS: tuple[Setting, ...] = (
         "FETCHER_AUDIT_WITNESS",
         "write each audit checkpoint, as it is recorded, to object storage under "
         "audit/checkpoints/ (never overwritten), outside the database: "
-        "`fetcher audit verify --witness` compares with it (a relay needs "
-        "OBJECT_STORAGE_BUCKET; serve writes to the data folder)",
-        "audit", RELAY_ROLES, kind="bool", default=True,
+        "`fetcher audit verify --witness` and the console's Verify compare with it (a relay, "
+        "and an API that compares, need OBJECT_STORAGE_BUCKET; serve uses the data folder)",
+        "audit", frozenset({*RELAY_ROLES, API}), kind="bool", default=True,
     ),
     Setting(
         "FETCHER_AUDIT_CHECKPOINT_EVENTS",

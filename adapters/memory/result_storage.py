@@ -85,6 +85,10 @@ class InMemoryResultStorage(ResultStorage):
         if held != data:
             raise WitnessConflict(f"'{key}' holds other bytes")
 
+    async def witnessed(self, key: str) -> bytes | None:
+        self._raise_if_unavailable("read")
+        return self._objects.get(self._object_key(key))
+
     async def kept(self, prefix: str) -> list[tuple[str, bytes]]:
         self._raise_if_unavailable("list")
         start = self._key_prefix + prefix

@@ -183,6 +183,18 @@ class FilesystemResultStorage(ResultStorage):
 
         await asyncio.to_thread(_keep)
 
+    async def witnessed(self, key: str) -> bytes | None:
+        target = self._path(key)
+
+        def _witnessed() -> bytes | None:
+            with _wrap("read", key):
+                try:
+                    return target.read_bytes()
+                except FileNotFoundError:
+                    return None
+
+        return await asyncio.to_thread(_witnessed)
+
     async def kept(self, prefix: str) -> list[tuple[str, bytes]]:
         base = self._root.joinpath(*(self._key_prefix + prefix).rstrip("/").split("/"))
 

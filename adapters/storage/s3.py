@@ -349,6 +349,9 @@ class S3ResultStorage(ResultStorage):
                 return None
             raise
 
+    async def witnessed(self, key: str) -> bytes | None:
+        return await self._held(self._object_key(key))
+
     async def kept(self, prefix: str) -> list[tuple[str, bytes]]:
         bucket = self._settings.bucket
         start = self._object_key(prefix)

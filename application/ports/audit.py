@@ -73,13 +73,16 @@ class WitnessStore(Protocol):
 
     - ``keep`` writes ``data`` at ``key`` unless something is there: the same bytes again is
       nothing to do; other bytes raise ``WitnessConflict`` and are left as they are.
-    - ``kept`` returns every ``(key, data)`` under ``prefix``.
+    - ``kept`` returns every ``(key, data)`` under ``prefix`` (a folder of keys).
+    - ``witnessed`` returns the data kept at ``key``, or None.
     - A store that cannot be reached raises ``application.errors.StorageError``.
     """
 
     async def keep(self, key: str, data: bytes) -> None: ...
 
     async def kept(self, prefix: str) -> list[tuple[str, bytes]]: ...
+
+    async def witnessed(self, key: str) -> bytes | None: ...
 
 
 class CheckpointPublisher(Protocol):

@@ -148,7 +148,7 @@ def console_services(infra: Infrastructure, prove: ProveJob | None) -> ConsoleSe
     keys = load_audit_keys(settings, infra.ring).keys
     return ConsoleServices(
         search,
-        verify_job=VerifyJob(prove, keys),
+        verify_job=VerifyJob(prove, keys, infra.witnesses),
         export_bundle=ExportBundle(prove.log, prove.checkpoints),
         checkpoint_keys=keys,
         sign_in=sign_in,

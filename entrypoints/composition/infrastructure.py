@@ -244,18 +244,21 @@ async def open_result_storage(
 
 
 def wants_witnesses(settings: Settings, roles: frozenset[Role]) -> bool:
-    """Whether this process witnesses the audit checkpoints: a relay with
-    ``FETCHER_AUDIT_WITNESS`` on, on the bucket when one is set, or on the data folder when it
-    runs every role (``fetcher serve``); a separate relay without a bucket says so and does
-    not."""
-    if Role.RELAY not in roles or not settings.audit.witness:
+    """Whether this process opens the audit checkpoints' witnesses, with
+    ``FETCHER_AUDIT_WITNESS`` on: a relay writes them, an API reads them (the console's Verify
+    compares a job's checkpoint with its witness); on the bucket when one is set, or on the
+    data folder when the process runs every role (``fetcher serve``). A separate relay
+    without a bucket says so and does not witness; a separate API without one compares
+    nothing."""
+    if not roles & {Role.RELAY, Role.API} or not settings.audit.witness:
         return False
     if settings.storage.uses_s3 or roles == ALL_ROLES:
         return True
-    log.warning(
-        "audit.witness.off",
-        extra={"reason": "no OBJECT_STORAGE_BUCKET for the relay (FETCHER_AUDIT_WITNESS)"},
-    )
+    if Role.RELAY in roles:
+        log.warning(
+            "audit.witness.off",
+            extra={"reason": "no OBJECT_STORAGE_BUCKET for the relay (FETCHER_AUDIT_WITNESS)"},
+        )
     return False
 
 
@@ -487,7 +490,8 @@ class Infrastructure:
     checkpoints: CheckpointStore | None
     storage: ResultStorage | None
     witnesses: WitnessStore | None
-    """Where the relay keeps each checkpoint outside the database (``FETCHER_AUDIT_WITNESS``)."""
+    """Where the relay keeps each checkpoint outside the database (``FETCHER_AUDIT_WITNESS``),
+    and the API reads them back."""
     publishers: Publishers | None
     unroutable: UnroutableMessages | None
     """What the relay's publishers had returned (a broker is configured)."""

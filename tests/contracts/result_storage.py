@@ -92,6 +92,9 @@ class ResultStorageContract:
             (second, b'{"position":2}'),
         ]
         assert await witnesses.kept("audit/none/") == []
+        assert await witnesses.witnessed(first) == b'{"position":1}'
+        assert await witnesses.witnessed("audit/checkpoints/03.json") is None
+        assert await witnesses.witnessed("audit/checkpoints/0") is None  # whole keys only
 
     async def test_a_deleted_object_is_gone_and_deleting_nothing_is_fine(
         self, storage: ResultStorage, key: str

@@ -164,6 +164,7 @@ def test_operators_and_auditors_follow_jobs_and_their_proofs(
     page.get_by_role("button", name="Verify").click()
     expect(page.locator(".verdict")).to_contain_text("Intact")
     expect(page.locator(".proof")).to_contain_text("valid")
+    expect(page.locator(".checked")).to_contain_text("against its witness kept outside")
     _shot(page, "job-verified")
 
     # A tampered job: the row count its ResultStored event recorded, changed in the store.

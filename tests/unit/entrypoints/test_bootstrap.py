@@ -13,7 +13,7 @@ from litestar.testing import AsyncTestClient
 
 from adapters.messaging.local import InProcessWorkConsumer
 from entrypoints.composition import bootstrap
-from entrypoints.composition.infrastructure import open_sql_adapters
+from entrypoints.composition.infrastructure import open_sql_adapters, wants_witnesses
 from entrypoints.http.app import create_app
 from entrypoints.roles import Role
 from entrypoints.settings import Settings
@@ -171,3 +171,44 @@ async def test_the_api_security_is_opened_from_the_settings_unless_overridden(
     given = replace(app.overrides(), security=OPEN)
     async with bootstrap(settings, roles={Role.API}, overrides=given) as fetcher:
         assert fetcher.api.security is OPEN
+
+
+@pytest.mark.parametrize(
+    ("roles", "bucket", "witness", "opens", "warns"),
+    [
+        ({Role.RELAY}, True, True, True, False),
+        ({Role.RELAY}, False, True, False, True),  # a relay on its own needs the bucket
+        ({Role.API}, True, True, True, False),  # the console's Verify reads them back
+        ({Role.API}, False, True, False, False),  # no bucket: nothing to compare, quietly
+        ({Role.WORKER}, True, True, False, False),
+        (set(Role), False, True, True, False),  # serve: the data folder
+        (set(Role), True, False, False, False),  # FETCHER_AUDIT_WITNESS=false
+    ],
+)
+def test_which_processes_open_the_audit_witnesses(
+    roles: set[Role], bucket: bool, witness: bool, opens: bool, warns: bool, caplog, tmp_path
+) -> None:
+    env = {"FETCHER_DATA_DIR": str(tmp_path), "FETCHER_AUDIT_WITNESS": str(witness).lower()}
+    if bucket:
+        env["OBJECT_STORAGE_BUCKET"] = "results"
+    settings = Settings.from_env(env)
+    assert wants_witnesses(settings, frozenset(roles)) is opens
+    assert ("audit.witness.off" in caplog.messages) is warns
+
+
+async def test_an_api_with_a_bucket_compares_checkpoints_with_their_witnesses(
+    tmp_path: Path,
+) -> None:
+    """Opening the bucket sends nothing: the API starts, and is ready, without it."""
+    settings = Settings.from_env(
+        {
+            "FETCHER_DATA_DIR": str(tmp_path),
+            "APP_ENC_KEY": MASTER_KEY,
+            "OBJECT_STORAGE_BUCKET": "results",
+            "OBJECT_STORAGE_ENDPOINT": "http://127.0.0.1:9",
+        }
+    )
+    async with bootstrap(settings, roles={Role.API}) as fetcher:
+        verify = fetcher.api.console.verify_job
+        assert verify is not None and verify.witnesses is not None
+        assert [d.name for d in fetcher.probes.readiness.dependencies] == ["sqlite"]

@@ -17,9 +17,11 @@ from adapters.audit.checkpoints import InMemoryCheckpointStore
 from adapters.crypto.audit_signing import AuditKeys
 from adapters.crypto.keys import KeyRing, generate_master_key
 from adapters.eventstore.store import EventsourcingJobEventStore
+from adapters.memory.result_storage import InMemoryResultStorage
 from application.audit.checkpointer import RecordCheckpoints
 from application.audit.proof import FORMAT, ProofError, ProveJob, check_proof
 from application.audit.verify_job import Verdict, VerifyJob
+from application.audit.witness import WitnessCheckpoints
 from application.jobs.repository import EventSourcedJobs
 from application.ports.audit import SignatureCheck
 from domain import job as jobs
@@ -242,3 +244,56 @@ async def test_a_document_that_is_not_a_proof_is_said_so(world: World) -> None:
         check_proof({"format": "something else"}, KEYS.keys)
     with pytest.raises(ProofError):
         check_proof({"format": FORMAT, "jobId": "not-a-uuid", "records": []}, KEYS.keys)
+
+
+async def _witnessed(world: World) -> InMemoryResultStorage:
+    """The checkpoints recorded so far, witnessed as the relay does."""
+    witnesses = InMemoryResultStorage()
+    await WitnessCheckpoints(world.checkpoints, witnesses, world.store)()
+    return witnesses
+
+
+def _with_witnesses(world: World, witnesses: InMemoryResultStorage) -> VerifyJob:
+    prove = ProveJob(EventSourcedJobs(world.store), world.store, world.checkpoints)
+    return VerifyJob(prove, KEYS.keys, witnesses)
+
+
+async def test_the_checkpoint_is_compared_with_its_witness(world: World) -> None:
+    job = await world.ended_job()
+    await world.recorder()
+    verify = _with_witnesses(world, await _witnessed(world))
+    proof = await verify(job, tenant=SINGLE_TENANT)
+    assert proof.verdict is Verdict.INTACT, proof.check.problems
+    assert any("against its witness kept outside the database" in c for c in proof.check.checked)
+    assert proof.notes == ()
+
+
+async def test_a_checkpoint_re_signed_after_it_was_witnessed_is_broken(world: World) -> None:
+    """Whoever holds the signing key can sign a new checkpoint at the same place; the witness
+    written when the first was recorded still shows it."""
+    job = await world.ended_job()
+    await world.recorder()
+    witnesses = await _witnessed(world)
+    for position, checkpoint in list(world.checkpoints.items.items()):
+        unsigned = dataclasses.replace(checkpoint, recorded_at="2030-01-01T00:00:00Z")
+        world.checkpoints.items[position] = dataclasses.replace(
+            unsigned, signature=KEYS.signer.sign(unsigned.message())
+        )
+    proof = await _with_witnesses(world, witnesses)(job, tenant=SINGLE_TENANT)
+    assert proof.check.signature is SignatureCheck.VALID  # re-signed: the signature holds
+    assert proof.verdict is Verdict.BROKEN
+    assert any("differs from its witness" in p for p in proof.check.problems)
+
+
+async def test_a_missing_or_unreadable_witness_is_said_and_changes_no_verdict(
+    world: World,
+) -> None:
+    job = await world.ended_job()
+    await world.recorder()
+    missing = await _with_witnesses(world, InMemoryResultStorage())(job, tenant=SINGLE_TENANT)
+    assert missing.verdict is Verdict.INTACT
+    assert missing.notes and "no witness of the checkpoint" in missing.notes[0]
+    away = InMemoryResultStorage(unavailable=True)
+    unread = await _with_witnesses(world, away)(job, tenant=SINGLE_TENANT)
+    assert unread.verdict is Verdict.INTACT
+    assert unread.notes == ("the checkpoint's witness could not be read: object storage is away",)
