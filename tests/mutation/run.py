@@ -200,10 +200,14 @@ EXPLAINED: dict[tuple[str, str, str], str] = {
     # adapters/auth/plugin.py
     (
         "adapters/auth/plugin.py",
-        "allowed = await self._ask(subject, permission.resource, permission.action, token)",
+        "if not allowed and permission is Permission.FETCHER_HISTORY:",
         "core/ReplaceComparisonOperator_Is_Eq",
     ): _ENUM_IS,
-    ("adapters/auth/plugin.py", "", "core/ReplaceBinaryOperator_Mul_Div"): _STAR,
+    (
+        "adapters/auth/plugin.py",
+        "def __init__(self, address: str, *, timeout: float = 5.0) -> None:",
+        "core/ReplaceBinaryOperator_Mul_Div",
+    ): _STAR,
     # adapters/crypto/audit_signing.py
     (
         "adapters/crypto/audit_signing.py",
@@ -312,12 +316,12 @@ EXPLAINED: dict[tuple[str, str, str], str] = {
     ): _SLOTS,
     (
         "adapters/auth/plugin.py",
-        "answer = _UNREADABLE if raw is None else _json(raw, _UNREADABLE)",
+        "if not 200 <= status < 300 or answer is _UNREADABLE:",
         "core/ReplaceComparisonOperator_Is_Eq",
     ): _ENUM_IS,
     (
         "adapters/auth/plugin.py",
-        "answer = _UNREADABLE if raw is None else _json(raw, _UNREADABLE)",
+        "if not 200 <= status < 300 or answer is _UNREADABLE:",
         "core/NumberReplacer",
     ): (
         "`200 <=` made `199 <=`: no server answers a final status below 200 (1xx are "
@@ -325,10 +329,14 @@ EXPLAINED: dict[tuple[str, str, str], str] = {
     ),
     (
         "adapters/auth/plugin.py",
-        '"""What a decoded JSON value is, never the value itself (it might carry a secret)."""',
+        "if value is _MISSING:",
         "core/ReplaceComparisonOperator_Is_Eq",
     ): _ENUM_IS,
-    ("adapters/auth/plugin.py", "", "core/NumberReplacer"): (
+    (
+        "adapters/auth/plugin.py",
+        "def __init__(self, address: str, *, timeout: float = 5.0) -> None:",
+        "core/NumberReplacer",
+    ): (
         "the default timeout's exact value (5 s, documented); tests pass a short one so as not "
         "to wait five seconds, and the timeout itself is tested"
     ),
