@@ -13,13 +13,10 @@ import json
 from pathlib import Path
 from uuid import UUID
 
-from sqlalchemy import BigInteger, Column, Index, MetaData, Table, Text, func, select, text
+from sqlalchemy import BigInteger, Column, MetaData, Table, Text, func, select, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql.expression import Executable
 
 from adapters.common.postgres import PostgresAddress
 from adapters.sql.tables import create_engine_for, create_tables, upgrade_table
@@ -48,7 +45,6 @@ checkpoint_jobs = Table(
     _metadata,
     Column("job_id", Text, primary_key=True),
     Column("position", BigInteger, primary_key=True, autoincrement=False),
-    Index("ix_fetcher_audit_checkpoint_jobs_position", "position"),
 )
 """Which checkpoints (``position``) name a job among their heads."""
 
@@ -56,23 +52,18 @@ _LIST_HEADS = {
     "postgresql": (
         "INSERT INTO fetcher_audit_checkpoint_jobs (job_id, position) "
         "SELECT head.key, c.position FROM fetcher_audit_checkpoints c, "
-        "json_each_text(c.heads::json) head WHERE c.position > :after "
+        "json_each_text(c.heads::json) head WHERE c.position > :after AND c.position <= :upto "
         "ON CONFLICT DO NOTHING"
     ),
     "sqlite": (
         "INSERT OR IGNORE INTO fetcher_audit_checkpoint_jobs (job_id, position) "
         "SELECT head.key, c.position FROM fetcher_audit_checkpoints c, json_each(c.heads) head "
-        "WHERE c.position > :after"
+        "WHERE c.position > :after AND c.position <= :upto"
     ),
 }
-"""Lists the heads of the checkpoints past ``after``, in the database (no row travels)."""
-
-
-def _listing(dialect: str) -> Executable:
-    """The insert of a checkpoint's heads; a row already there is kept."""
-    if dialect == "postgresql":
-        return postgresql_insert(checkpoint_jobs).on_conflict_do_nothing()
-    return sqlite_insert(checkpoint_jobs).on_conflict_do_nothing()
+"""Lists the heads of the checkpoints in ``(after, upto]``, parsed in the database from the
+stored heads (no row travels; a row already there is kept)."""
+_END = 2**63 - 1
 
 
 def _upgrade(conn: Connection) -> None:
@@ -80,7 +71,7 @@ def _upgrade(conn: Connection) -> None:
     the checkpoints past the last one listed (all, the first time) have their heads listed."""
     upgrade_table(conn, checkpoints)
     listed = conn.execute(select(func.max(checkpoint_jobs.c.position))).scalar()
-    conn.execute(text(_LIST_HEADS[conn.dialect.name]), {"after": listed or 0})
+    conn.execute(text(_LIST_HEADS[conn.dialect.name]), {"after": listed or 0, "upto": _END})
 
 
 _UNAVAILABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, OSError)
@@ -172,11 +163,8 @@ class SqlCheckpointStore(CheckpointStore):
                 if checkpoint.heads:
                     # A row left by a checkpoint removed from under it is kept as it is.
                     await conn.execute(
-                        _listing(conn.dialect.name),
-                        [
-                            {"job_id": job, "position": checkpoint.position}
-                            for job in checkpoint.heads
-                        ],
+                        text(_LIST_HEADS[conn.dialect.name]),
+                        {"after": checkpoint.position - 1, "upto": checkpoint.position},
                     )
         except sa_exc.IntegrityError:
             return  # a checkpoint at this position was recorded first (by another relay)
