@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -80,9 +80,9 @@ class InMemoryJobIndex(JobIndex, JobProgressStore, JobLeases):
         self._check()
         self.reports[progress.job_id] = progress
 
-    async def progress(self, job_id: UUID) -> JobProgress | None:
+    async def progresses(self, job_ids: Collection[UUID]) -> dict[UUID, JobProgress]:
         self._check()
-        return self.reports.get(job_id)
+        return {i: self.reports[i] for i in job_ids if i in self.reports}
 
     def _lease_ended(self, summary: JobSummary, now: datetime) -> bool:
         held = self.leases.get(summary.job_id)

@@ -321,16 +321,19 @@ class SqlaJobIndex(SqlaJobLeases, JobIndex, JobProgressStore):
         except sa_exc.DBAPIError as error:
             raise Unavailable() from error
 
-    async def progress(self, job_id: UUID) -> JobProgress | None:
-        query = select(job_progress).where(job_progress.c.job_id == job_id)
+    async def progresses(self, job_ids: Collection[UUID]) -> dict[UUID, JobProgress]:
+        if not job_ids:
+            return {}
+        query = select(job_progress).where(job_progress.c.job_id.in_(job_ids))
         try:
             async with self._engine.connect() as conn:
-                row = (await conn.execute(query)).first()
+                rows = (await conn.execute(query)).all()
         except sa_exc.DBAPIError as error:
             raise Unavailable() from error
-        if row is None:
-            return None
-        return JobProgress(row.job_id, row.attempt, row.rows, row.bytes, row.updated_at)
+        return {
+            row.job_id: JobProgress(row.job_id, row.attempt, row.rows, row.bytes, row.updated_at)
+            for row in rows
+        }
 
 
 _CHANGING = ("status", "created_at", "lease_until", "attempts")

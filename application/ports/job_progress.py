@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -23,11 +24,12 @@ class JobProgressStore(Protocol):
     event log: progress is recorded every few seconds and losing one report costs nothing).
 
     - ``record`` keeps the latest report of a job (a newer one replaces it).
-    - ``progress`` returns it, or None when none was recorded (or the job has ended and its
-      report was dropped).
+    - ``progresses`` returns the latest reports of the jobs asked for, in one read (a job, or
+      a page of a list), keyed by job id; a job is absent when none was recorded, or it has
+      ended and its report was dropped.
     - Unavailability raises ``domain.errors.Unavailable``.
     """
 
     async def record(self, progress: JobProgress) -> None: ...
 
-    async def progress(self, job_id: UUID) -> JobProgress | None: ...
+    async def progresses(self, job_ids: Collection[UUID]) -> Mapping[UUID, JobProgress]: ...

@@ -190,13 +190,22 @@ class JobIndexContract:
         }
 
     async def test_progress_keeps_the_latest_report_of_a_running_job(self, index) -> None:
-        job_id = uuid.uuid4()
-        assert await index.progress(job_id) is None
+        job_id, unknown = uuid.uuid4(), uuid.uuid4()
+        assert await index.progresses([job_id]) == {}
         await index.record(JobProgress(job_id, 1, 100, 2_000, T0))
         later = JobProgress(job_id, 1, 5_000_000_000, 9_000_000_000, T0 + timedelta(seconds=5))
         await index.record(later)
-        assert await index.progress(job_id) == later
-        assert await index.progress(uuid.uuid4()) is None
+        assert await index.progresses([job_id]) == {job_id: later}
+        assert await index.progresses([unknown]) == {}
+        assert await index.progresses([]) == {}
+
+    async def test_progresses_reads_the_reports_of_several_jobs_at_once(self, index) -> None:
+        first, second, silent = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+        reports = [JobProgress(first, 1, 10, 100, T0), JobProgress(second, 2, 20, 200, T0)]
+        for report in reports:
+            await index.record(report)
+        found = await index.progresses([first, second, silent])
+        assert found == {first: reports[0], second: reports[1]}
 
     async def test_progress_is_dropped_when_the_job_ends(self, index) -> None:
         log = Log()
@@ -206,7 +215,7 @@ class JobIndexContract:
         job_id = requested.originator_id
         await index.record(JobProgress(job_id, 1, 10, 200, T0))
         await index.project(log(jobs.fail(jobs.fold([requested, claimed]), "x", T0, "w")))
-        assert await index.progress(job_id) is None
+        assert await index.progresses([job_id]) == {}
 
     async def test_a_lease_is_taken_by_one_claim_and_renewed_only_by_it(self, index) -> None:
         job_id = uuid.uuid4()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -72,26 +73,25 @@ class GetJob:
         current claim reported (never an earlier claim's). Progress that cannot be read is
         left out."""
         job = await self(job_id, tenant=tenant)
-        return JobReading(
-            job, await current_progress(self.progress, job.id, job.status, job.attempts)
-        )
+        claims = {job.id: job.attempts} if job.status == "processing" else {}
+        return JobReading(job, (await current_progress(self.progress, claims)).get(job.id))
 
 
 async def current_progress(
-    store: JobProgressStore | None, job_id: UUID, status: str, attempts: int
-) -> JobProgress | None:
-    """What a processing job's current claim (``attempts``) last reported; None for a job not
-    processing, a report of an earlier claim, or progress that cannot be read."""
-    if store is None or status != "processing":
-        return None
+    store: JobProgressStore | None, claims: Mapping[UUID, int]
+) -> dict[UUID, JobProgress]:
+    """What processing jobs' current claims last reported, read at once: ``claims`` maps each
+    processing job to its current claim (its ``attempts``). A job is absent when its report
+    is of an earlier claim, or there is none; all are when progress cannot be read (one
+    warning for them all)."""
+    if store is None or not claims:
+        return {}
     try:
-        progress = await store.progress(job_id)
+        reports = await store.progresses(claims.keys())
     except Unavailable:
-        log.warning("job.progress.unreadable")
-        return None
-    if progress is None or progress.attempt != attempts:
-        return None
-    return progress
+        log.warning("job.progress.unreadable", extra={"jobs": len(claims)})
+        return {}
+    return {job_id: p for job_id, p in reports.items() if p.attempt == claims.get(job_id)}
 
 
 @dataclass(slots=True)

@@ -26,7 +26,6 @@ class SearchJobs:
     async def __call__(self, search: JobSearch) -> list[ListedJob]:
         limit = max(1, min(search.limit, MAX_LIMIT))
         found = await self.index.search(replace(search, limit=limit))
-        return [
-            ListedJob(s, await current_progress(self.progress, s.job_id, s.status, s.attempts))
-            for s in found
-        ]
+        claims = {s.job_id: s.attempts for s in found if s.status == "processing"}
+        reports = await current_progress(self.progress, claims)
+        return [ListedJob(s, reports.get(s.job_id)) for s in found]
