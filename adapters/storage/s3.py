@@ -11,6 +11,12 @@ authenticate every byte end to end, checked whenever a result is opened; a body 
 corrupted on the way fails there rather than at upload. The local S3 server in use (nanio) checks
 neither the payload hash nor flexible checksums; over TLS the transport protects the body.
 
+A bucket with S3 Object Lock (a default retention) refuses a PutObject or UploadPart that
+carries neither ``Content-MD5`` nor a checksum (AWS S3, MinIO, Backblaze B2 alike). The first
+such refusal turns ``Content-MD5`` on for every later body of the process, and the refused
+request is sent again with it: nothing to configure, and no digest is computed for a bucket that
+does not ask for one.
+
 A part is collected in a ``BytesIO`` and handed to botocore as it is: aiohttp then sends it in
 small reads, where a ``bytes`` or ``bytearray`` body is copied whole three or four times on the
 way to the socket.
@@ -19,8 +25,11 @@ way to the socket.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import io
+import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
@@ -36,6 +45,8 @@ from botocore.handlers import add_expect_header
 from application.errors import StorageError, StorageRejected
 from application.ports.audit import WitnessConflict
 from application.ports.result_storage import ResultStorage, ResultUpload
+
+log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
 MIN_PART_SIZE = 5 * MiB
@@ -98,9 +109,64 @@ def _wrap(operation: str) -> Iterator[None]:
             raise StorageRejected(f"s3 {operation} failed: not found ({code})") from e
         if code in _DENIED:
             raise StorageRejected(f"s3 {operation} failed: access denied ({code})") from e
-        raise StorageError(f"s3 {operation} failed: {code or 'error'}") from e
+        said = str(e.response.get("Error", {}).get("Message") or "")[:200]
+        detail = f"{code or 'error'} ({said})" if said else code or "error"
+        raise StorageError(f"s3 {operation} failed: {detail}") from e
     except (BotoCoreError, aiohttp.ClientError, OSError) as e:
         raise StorageError(f"s3 {operation} failed: {type(e).__name__}") from e
+
+
+_DIGEST_IN_THREAD = 256 * 1024
+"""A body this large is hashed off the event loop (hashlib lets go of the GIL)."""
+
+
+def _content_md5(body: bytes | io.BytesIO) -> str:
+    with memoryview(body) if isinstance(body, bytes) else body.getbuffer() as view:
+        return base64.b64encode(hashlib.md5(view, usedforsecurity=False).digest()).decode()
+
+
+def _size(body: bytes | io.BytesIO) -> int:
+    if isinstance(body, bytes):
+        return len(body)
+    with body.getbuffer() as view:
+        return view.nbytes
+
+
+def _asks_for_digest(error: ClientError) -> bool:
+    """The server refused a body for want of ``Content-MD5`` (or a checksum): what AWS S3 and
+    B2 answer for an Object Lock bucket (``InvalidRequest``), and MinIO (``MissingContentMD5``)."""
+    code = _client_error_code(error)
+    message = str(error.response.get("Error", {}).get("Message") or "").lower()
+    return code == "MissingContentMD5" or (code == "InvalidRequest" and "content-md5" in message)
+
+
+class _Bodies:
+    """Sends the requests that carry a body (PutObject, UploadPart), with ``Content-MD5`` once
+    the bucket has asked for it; shared by a storage and its uploads."""
+
+    def __init__(self) -> None:
+        self.with_md5 = False
+
+    async def send(self, call: Any, body: bytes | io.BytesIO, **params: Any) -> Any:
+        if self.with_md5:
+            return await call(Body=body, ContentMD5=await self._digest(body), **params)
+        try:
+            return await call(Body=body, **params)
+        except ClientError as error:
+            if not _asks_for_digest(error):
+                raise
+            if not self.with_md5:
+                self.with_md5 = True
+                log.info("storage.content_md5.on", extra={"reason": _client_error_code(error)})
+        if isinstance(body, io.BytesIO):
+            body.seek(0)
+        return await call(Body=body, ContentMD5=await self._digest(body), **params)
+
+    @staticmethod
+    async def _digest(body: bytes | io.BytesIO) -> str:
+        if _size(body) >= _DIGEST_IN_THREAD:
+            return await asyncio.to_thread(_content_md5, body)
+        return _content_md5(body)
 
 
 class S3ResultUpload(ResultUpload):
@@ -110,8 +176,11 @@ class S3ResultUpload(ResultUpload):
     wait for the network; at most one part is in flight, which bounds memory to two parts.
     """
 
-    def __init__(self, client: Any, bucket: str, key: str, part_size: int) -> None:
+    def __init__(
+        self, client: Any, bucket: str, key: str, part_size: int, bodies: _Bodies | None = None
+    ) -> None:
         self._client = client
+        self._bodies = bodies if bodies is not None else _Bodies()
         self._bucket = bucket
         self._key = key
         self._part_size = part_size
@@ -153,8 +222,12 @@ class S3ResultUpload(ResultUpload):
             if self._upload_id is None:
                 body = self._take_pending()
                 with _wrap("put object"):
-                    await self._client.put_object(
-                        Bucket=self._bucket, Key=self._key, Body=body, ContentType=CONTENT_TYPE
+                    await self._bodies.send(
+                        self._client.put_object,
+                        body,
+                        Bucket=self._bucket,
+                        Key=self._key,
+                        ContentType=CONTENT_TYPE,
                     )
             else:
                 if self._pending.tell():
@@ -213,12 +286,13 @@ class S3ResultUpload(ResultUpload):
 
     async def _upload_part(self, number: int, body: io.BytesIO) -> None:
         with _wrap("upload part"):
-            sent = await self._client.upload_part(
+            sent = await self._bodies.send(
+                self._client.upload_part,
+                body,
                 Bucket=self._bucket,
                 Key=self._key,
                 UploadId=self._upload_id,
                 PartNumber=number,
-                Body=body,
             )
         self._parts[number - 1]["ETag"] = sent["ETag"]
         body.seek(0)
@@ -255,6 +329,7 @@ class S3ResultStorage(ResultStorage):
         self._settings = settings
         self._client = client
         self._stack = stack
+        self._bodies = _Bodies()
 
     @classmethod
     async def open(cls, settings: S3Settings) -> S3ResultStorage:
@@ -289,7 +364,11 @@ class S3ResultStorage(ResultStorage):
 
     async def begin(self, key: str) -> ResultUpload:
         return S3ResultUpload(
-            self._client, self._settings.bucket, self._object_key(key), self._settings.part_size
+            self._client,
+            self._settings.bucket,
+            self._object_key(key),
+            self._settings.part_size,
+            self._bodies,
         )
 
     async def read(self, key: str) -> bytes:
@@ -318,8 +397,12 @@ class S3ResultStorage(ResultStorage):
         if held is None:
             try:
                 with _wrap("put object"):
-                    await self._client.put_object(
-                        Bucket=bucket, Key=object_key, Body=data, IfNoneMatch="*"
+                    await self._bodies.send(
+                        self._client.put_object,
+                        data,
+                        Bucket=bucket,
+                        Key=object_key,
+                        IfNoneMatch="*",
                     )
                 return
             except StorageError as error:
