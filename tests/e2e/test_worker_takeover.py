@@ -13,8 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from aiobotocore.session import get_session
-from botocore.config import Config
 
 from tests.e2e.conftest import (
     MASTER_KEY,
@@ -34,6 +32,7 @@ from tests.e2e.conftest import (
 from tests.e2e.test_claim_race import _delete_broker_entities
 from tests.e2e.test_job_flow import register, submit
 from tests.integration.conftest import require_listening
+from tests.support.nanio import s3_client
 from tests.support.tcp_proxy import proxy_thread
 
 SLOW_BYTES_PER_SECOND = 40_000  # the source's 10,000 rows then take about 30 s to read
@@ -99,11 +98,7 @@ def _until(condition: Any, timeout: float, processes: Processes) -> float:
 
 
 async def _incomplete_uploads(prefix: str) -> list[dict[str, Any]]:
-    async with get_session().create_client(
-        "s3", endpoint_url=S3_ENDPOINT, region_name="us-east-1",
-        aws_access_key_id=S3_ACCESS, aws_secret_access_key=S3_SECRET,
-        config=Config(s3={"addressing_style": "path"}),
-    ) as client:  # fmt: skip
+    async with s3_client(S3_ENDPOINT, S3_ACCESS, S3_SECRET) as client:
         listed = await client.list_multipart_uploads(Bucket=S3_BUCKET, Prefix=prefix)
         return list(listed.get("Uploads", []))
 

@@ -14,11 +14,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from aiobotocore.session import get_session
-from botocore.config import Config
 
 from adapters.storage.s3 import S3ResultStorage, S3Settings
 from tests.contracts.result_storage import PART_SIZE, MiB, payload, write_in_chunks
+from tests.support.nanio import s3_client
 from tests.support.object_lock import ObjectLockFront
 
 pytestmark = pytest.mark.integration
@@ -32,13 +31,8 @@ def prefix() -> str:
 @pytest.fixture
 async def direct(s3_settings: S3Settings, prefix: str) -> AsyncIterator[Any]:
     """A client of the server itself, to read what was stored and clean up."""
-    async with get_session().create_client(
-        "s3",
-        endpoint_url=s3_settings.endpoint_url,
-        region_name=s3_settings.region,
-        aws_access_key_id=s3_settings.access_key_id,
-        aws_secret_access_key=s3_settings.secret_access_key,
-        config=Config(s3={"addressing_style": "path"}),
+    async with s3_client(
+        s3_settings.endpoint_url, s3_settings.access_key_id, s3_settings.secret_access_key
     ) as client:
         yield client
         listed = await client.list_objects_v2(Bucket=s3_settings.bucket, Prefix=prefix)

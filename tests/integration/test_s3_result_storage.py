@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiobotocore.session import get_session
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from adapters.storage.s3 import S3ResultStorage, S3Settings
@@ -22,6 +20,7 @@ from tests.contracts.result_storage import (
     payload,
     write_in_chunks,
 )
+from tests.support.nanio import s3_client
 
 
 class S3Inspector:
@@ -63,13 +62,8 @@ class TestS3ResultStorage(ResultStorageContract):
 
     @pytest.fixture
     async def raw_client(self, s3_settings: S3Settings) -> AsyncIterator[Any]:
-        async with get_session().create_client(
-            "s3",
-            endpoint_url=s3_settings.endpoint_url,
-            region_name=s3_settings.region,
-            aws_access_key_id=s3_settings.access_key_id,
-            aws_secret_access_key=s3_settings.secret_access_key,
-            config=Config(s3={"addressing_style": "path"}),
+        async with s3_client(
+            s3_settings.endpoint_url, s3_settings.access_key_id, s3_settings.secret_access_key
         ) as client:
             yield client
 

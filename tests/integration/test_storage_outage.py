@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiobotocore.session import get_session
-from botocore.config import Config
 
 from adapters.crypto.sealing import open_result
 from adapters.memory.datasource_reader import MemoryTable
@@ -21,7 +19,7 @@ from application.jobs.commands.run_job import RunLimits
 from application.ports.messaging import Settlement
 from domain.job import JobCompleted
 from domain.tenant import SINGLE_TENANT
-from tests.support.nanio import ACCESS_KEY, SECRET_KEY, Nanio
+from tests.support.nanio import ACCESS_KEY, SECRET_KEY, Nanio, s3_client
 from tests.support.twins import app
 
 pytestmark = pytest.mark.integration
@@ -42,11 +40,7 @@ def nanio(tmp_path: Path) -> Iterator[Nanio]:
 
 @pytest.fixture
 async def raw(nanio: Nanio) -> AsyncIterator[Any]:
-    async with get_session().create_client(
-        "s3", endpoint_url=nanio.endpoint, region_name="us-east-1",
-        aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
-        config=Config(s3={"addressing_style": "path"}),
-    ) as client:  # fmt: skip
+    async with s3_client(nanio.endpoint, ACCESS_KEY, SECRET_KEY) as client:
         await client.create_bucket(Bucket=BUCKET)
         yield client
 

@@ -8,11 +8,27 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiobotocore.session import get_session
+from botocore.config import Config
 
 ACCESS_KEY = "fetcher-outage"
 SECRET_KEY = "fetcher-outage-secret"  # test-only credentials of a throwaway server
+
+
+def s3_client(endpoint: str | None, access_key: str | None, secret_key: str | None) -> Any:
+    """A plain client of an S3 test server (path-style, ``us-east-1``), to look at what was
+    stored there: ``async with s3_client(...) as client``."""
+    return get_session().create_client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        config=Config(s3={"addressing_style": "path"}),
+    )
 
 
 def nanio_binary() -> str:
