@@ -132,6 +132,11 @@ def _size(body: bytes | io.BytesIO) -> int:
         return view.nbytes
 
 
+def _is_denied(error: StorageError) -> bool:
+    cause = error.__cause__
+    return isinstance(cause, ClientError) and _client_error_code(cause) in ("403", "AccessDenied")
+
+
 def _asks_for_digest(error: ClientError) -> bool:
     """The server refused a body for want of ``Content-MD5`` (or a checksum): what AWS S3 and
     B2 answer for an Object Lock bucket (``InvalidRequest``), and MinIO (``MissingContentMD5``)."""
@@ -390,10 +395,21 @@ class S3ResultStorage(ResultStorage):
     async def keep(self, key: str, data: bytes) -> None:
         """``WitnessStore.keep``: a conditional create (``If-None-Match: *``, which AWS S3 and
         MinIO honour) after a look at the key (for servers that ignore the condition, such as
-        nanio); a bucket with Object Lock keeps the object whatever a later writer does."""
+        nanio); a bucket with Object Lock keeps the object whatever a later writer does.
+
+        With credentials that may write but not read (the write-only access the auditors guide
+        suggests for the relay), the look is denied: the conditional create alone decides, and
+        a key already there is taken as kept, since its bytes cannot be compared here (``fetcher
+        audit verify --witness`` compares them, with read access)."""
         object_key = self._object_key(key)
         bucket = self._settings.bucket
-        held = await self._held(object_key)
+        readable = True
+        try:
+            held = await self._held(object_key)
+        except StorageRejected as error:
+            if not _is_denied(error):
+                raise
+            readable, held = False, None
         if held is None:
             try:
                 with _wrap("put object"):
@@ -410,6 +426,8 @@ class S3ResultStorage(ResultStorage):
                     error.__cause__
                 ) not in ("PreconditionFailed", "ConditionalRequestConflict"):
                     raise
+            if not readable:
+                return
             held = await self._held(object_key)
         if held != data:
             raise WitnessConflict(f"'{key}' holds other bytes")

@@ -27,8 +27,8 @@ from tests.e2e.test_embedded_default import cli, wait_for_event
 from tests.e2e.test_job_flow import register, submit
 from tests.integration.conftest import require_listening
 from tests.support.nanio import s3_client
-from tests.support.object_lock import front_thread
 from tests.support.results import open_sealed
+from tests.support.s3_front import front_thread
 
 
 def _bucket(endpoint: str, prefix: str) -> dict[str, str]:
@@ -58,7 +58,7 @@ async def test_a_job_completes_and_its_checkpoints_are_witnessed_in_a_locked_buc
     target = urlsplit(S3_ENDPOINT)
     prefix = f"locked-{uuid.uuid4().hex[:8]}/"
     with (
-        front_thread(target.hostname or "127.0.0.1", target.port or 80) as front,
+        front_thread(target.hostname or "", target.port or 80, object_lock=True) as front,
         serving(
             tmp_path_factory,
             "object-lock",

@@ -1,7 +1,7 @@
 """Results and audit witnesses stored in a bucket with S3 Object Lock, which refuses an upload
 without ``Content-MD5`` or a checksum (AWS S3, MinIO and B2 alike; the auditors guide suggests
 Object Lock for the witnesses). The bucket is the S3 test server behind a front that applies that
-rule (``tests/support/object_lock.py``); the server checks each ``Content-MD5`` against the
+rule (``tests/support/s3_front.py``); the server checks each ``Content-MD5`` against the
 body."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from adapters.storage.s3 import S3ResultStorage, S3Settings
 from tests.contracts.result_storage import PART_SIZE, MiB, payload, write_in_chunks
 from tests.support.nanio import s3_client
-from tests.support.object_lock import ObjectLockFront
+from tests.support.s3_front import S3Front
 
 pytestmark = pytest.mark.integration
 
@@ -50,9 +50,9 @@ async def _stored(direct: Any, settings: S3Settings, key: str) -> bytes:
 @pytest.fixture
 async def locked(
     s3_settings: S3Settings, prefix: str
-) -> AsyncIterator[tuple[ObjectLockFront, S3ResultStorage, S3Settings]]:
+) -> AsyncIterator[tuple[S3Front, S3ResultStorage, S3Settings]]:
     target = urlsplit(s3_settings.endpoint_url)
-    async with ObjectLockFront(target.hostname or "127.0.0.1", target.port or 80) as front:
+    async with S3Front(target.hostname or "", target.port or 80, object_lock=True) as front:
         settings = dataclasses.replace(
             s3_settings, endpoint_url=front.endpoint, key_prefix=prefix, part_size=PART_SIZE
         )
@@ -104,7 +104,7 @@ async def test_a_checkpoint_is_witnessed_in_a_locked_bucket(locked, direct):
 
 async def test_a_bucket_without_object_lock_gets_no_digest_computed(s3_settings, prefix, direct):
     target = urlsplit(s3_settings.endpoint_url)
-    async with ObjectLockFront(target.hostname or "", target.port or 80, locked=False) as front:
+    async with S3Front(target.hostname or "", target.port or 80) as front:
         settings = dataclasses.replace(
             s3_settings, endpoint_url=front.endpoint, key_prefix=prefix, part_size=PART_SIZE
         )

@@ -1,14 +1,19 @@
-"""An S3 bucket with Object Lock, as its uploads see it: an HTTP front to the S3 test server
-that refuses a PutObject or UploadPart carrying neither ``Content-MD5`` nor an
-``x-amz-checksum-*`` header, with the answer AWS S3 gives for a bucket with a default retention
-(400 ``InvalidRequest``), and passes every other request through unchanged (the server checks
-their signatures, and a ``Content-MD5`` against the body: 400 ``BadDigest`` when it differs).
+"""An HTTP front to the S3 test server that answers as AWS S3 does where nanio does not, and
+passes every other request through unchanged (the server checks their signatures, and a
+``Content-MD5`` against the body: 400 ``BadDigest`` when it differs):
 
-nanio has no Object Lock; this puts its one upload rule in front of it. HTTP/1.1 with
-``Content-Length`` bodies (what botocore sends with payload signing off), answers with a
-``Content-Length`` or chunked::
+- a conditional create (``If-None-Match: *``) of a key already written through the front is
+  refused with 412 ``PreconditionFailed`` (nanio ignores the condition);
+- ``object_lock=True``, a bucket with S3 Object Lock: a PutObject or UploadPart carrying neither
+  ``Content-MD5`` nor an ``x-amz-checksum-*`` header is refused with the answer AWS S3 gives for a
+  bucket with a default retention (400 ``InvalidRequest``);
+- ``readable=False``, credentials that may write objects but not read them (an IAM policy with
+  ``s3:PutObject`` and no ``s3:GetObject``): reading an object is 403 ``AccessDenied``.
 
-    async with ObjectLockFront("127.0.0.1", 9100) as front:
+HTTP/1.1 with ``Content-Length`` bodies (what botocore sends with payload signing off), answers
+with a ``Content-Length`` or chunked::
+
+    async with S3Front("127.0.0.1", 9100, object_lock=True) as front:
         endpoint = front.endpoint      # http://127.0.0.1:<port>
         ...
         front.refused                  # the uploads turned away, e.g. ["PUT /bucket/key"]
@@ -31,11 +36,19 @@ _REFUSALS = {
 }
 
 
-class ObjectLockFront:
-    def __init__(self, target_host: str, target_port: int, *, locked: bool = True) -> None:
-        """``locked=False``: a bucket without Object Lock (uploads are only recorded)."""
+class S3Front:
+    def __init__(
+        self,
+        target_host: str,
+        target_port: int,
+        *,
+        object_lock: bool = False,
+        readable: bool = True,
+    ) -> None:
         self._target = (target_host, target_port)
-        self._locked = locked
+        self._object_lock = object_lock
+        self._readable = readable
+        self._written: set[str] = set()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.refused: list[str] = []
@@ -47,7 +60,7 @@ class ObjectLockFront:
         host, port = self._server.sockets[0].getsockname()[:2]
         return f"http://{host}:{port}"
 
-    async def __aenter__(self) -> ObjectLockFront:
+    async def __aenter__(self) -> S3Front:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return self
 
@@ -81,35 +94,59 @@ class ObjectLockFront:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 method, target = line.split(" ")[:2]
                 path, _, query = target.partition("?")
-                if method == "PUT" and path.count("/") >= 2 and "x-amz-copy-source" not in headers:
-                    digested = "content-md5" in headers or any(
-                        name.startswith("x-amz-checksum-") for name in headers
-                    )
-                    self.uploads.append((f"{method} {path}", digested))
-                    if self._locked and not digested:
-                        self.refused.append(f"{method} {path}")
-                        writer.write(_refusal(part="uploadId=" in query))
-                        await writer.drain()
-                        continue
+                answer = self._refusal(method, path, query, headers)
+                if answer is not None:
+                    writer.write(answer)
+                    await writer.drain()
+                    continue
                 if upstream is None:
                     upstream = await asyncio.open_connection(*self._target)
                 upstream[1].write(head + body)
                 await upstream[1].drain()
-                await _relay_answer(upstream[0], writer, head_only=method == "HEAD")
+                status = await _relay_answer(upstream[0], writer, head_only=method == "HEAD")
+                if status == 200 and (method, "uploadId=" in query) in (
+                    ("PUT", False),
+                    ("POST", True),
+                ):
+                    self._written.add(path)  # put, or a multipart upload completed
         finally:
             self._tasks.discard(task)
             if upstream is not None:
                 upstream[1].close()
             writer.close()
 
+    def _refusal(self, method: str, path: str, query: str, headers: dict[str, str]) -> bytes | None:
+        """The answer AWS S3 would give instead of the server's, if any."""
+        on_object = path.count("/") >= 2
+        if not on_object:
+            return None
+        if method in ("GET", "HEAD") and not self._readable:
+            return _error(403, "AccessDenied", "Access Denied", head_only=method == "HEAD")
+        if method != "PUT" or "x-amz-copy-source" in headers:
+            return None
+        digested = "content-md5" in headers or any(
+            name.startswith("x-amz-checksum-") for name in headers
+        )
+        self.uploads.append((f"{method} {path}", digested))
+        if self._object_lock and not digested:
+            self.refused.append(f"{method} {path}")
+            return _error(400, "InvalidRequest", _REFUSALS["uploadId=" in query])
+        if headers.get("if-none-match") == "*" and path in self._written:
+            return _error(
+                412,
+                "PreconditionFailed",
+                "At least one of the pre-conditions you specified did not hold",
+            )
+        return None
+
 
 @contextlib.contextmanager
-def front_thread(target_host: str, target_port: int) -> Iterator[ObjectLockFront]:
+def front_thread(target_host: str, target_port: int, **rules: bool) -> Iterator[S3Front]:
     """A front on its own event loop in a thread, for tests that block (processes)."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    front = ObjectLockFront(target_host, target_port)
+    front = S3Front(target_host, target_port, **rules)
     asyncio.run_coroutine_threadsafe(front.__aenter__(), loop).result(10)
     try:
         yield front
@@ -130,21 +167,23 @@ def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:
     return lines[0], headers
 
 
-def _refusal(*, part: bool) -> bytes:
+def _error(status: int, code: str, message: str, *, head_only: bool = False) -> bytes:
     body = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidRequest</Code>'
-        f"<Message>{_REFUSALS[part]}</Message><RequestId>0</RequestId></Error>"
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{message}</Message><RequestId>0</RequestId></Error>"
     ).encode()
+    reason = {400: "Bad Request", 403: "Forbidden", 412: "Precondition Failed"}[status]
     head = (
-        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\n"
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
-    return head + body
+    return head if head_only else head + body
 
 
 async def _relay_answer(
     upstream: asyncio.StreamReader, client: asyncio.StreamWriter, *, head_only: bool
-) -> None:
+) -> int:
+    """Relays one answer; its status."""
     head = await upstream.readuntil(b"\r\n\r\n")
     client.write(head)
     status, headers = _parse_head(head)
@@ -162,3 +201,4 @@ async def _relay_answer(
             if size == 0:
                 break
     await client.drain()
+    return code
