@@ -153,18 +153,17 @@ class _Bodies:
         self.with_md5 = False
 
     async def send(self, call: Any, body: bytes | io.BytesIO, **params: Any) -> Any:
-        if self.with_md5:
-            return await call(Body=body, ContentMD5=await self._digest(body), **params)
-        try:
-            return await call(Body=body, **params)
-        except ClientError as error:
-            if not _asks_for_digest(error):
-                raise
-            if not self.with_md5:
-                self.with_md5 = True
-                log.info("storage.content_md5.on", extra={"reason": _client_error_code(error)})
-        if isinstance(body, io.BytesIO):
-            body.seek(0)
+        if not self.with_md5:
+            try:
+                return await call(Body=body, **params)
+            except ClientError as error:
+                if not _asks_for_digest(error):
+                    raise
+                if not self.with_md5:  # another request may have turned it on meanwhile
+                    self.with_md5 = True
+                    log.info("storage.content_md5.on", extra={"reason": _client_error_code(error)})
+            if isinstance(body, io.BytesIO):
+                body.seek(0)  # the refused request read it
         return await call(Body=body, ContentMD5=await self._digest(body), **params)
 
     @staticmethod

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from collections.abc import Iterator
 from types import TracebackType
+
+from tests.support.tcp_proxy import in_own_loop
 
 _REFUSALS = {
     False: "Content-MD5 OR x-amz-checksum- HTTP header is required for Put Object requests "
@@ -143,18 +144,8 @@ class S3Front:
 @contextlib.contextmanager
 def front_thread(target_host: str, target_port: int, **rules: bool) -> Iterator[S3Front]:
     """A front on its own event loop in a thread, for tests that block (processes)."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    front = S3Front(target_host, target_port, **rules)
-    asyncio.run_coroutine_threadsafe(front.__aenter__(), loop).result(10)
-    try:
+    with in_own_loop(S3Front(target_host, target_port, **rules)) as front:
         yield front
-    finally:
-        asyncio.run_coroutine_threadsafe(front.__aexit__(None, None, None), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 def _parse_head(head: bytes) -> tuple[str, dict[str, str]]:

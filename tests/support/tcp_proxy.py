@@ -108,8 +108,10 @@ async def _pipe(
 
 
 @contextlib.asynccontextmanager
-async def proxied(target_host: str, target_port: int) -> AsyncIterator[TcpProxy]:
-    proxy = TcpProxy(target_host, target_port)
+async def proxied(
+    target_host: str, target_port: int, *, rate: float | None = None
+) -> AsyncIterator[TcpProxy]:
+    proxy = TcpProxy(target_host, target_port, rate=rate)
     await proxy.start()
     try:
         yield proxy
@@ -118,22 +120,29 @@ async def proxied(target_host: str, target_port: int) -> AsyncIterator[TcpProxy]
 
 
 @contextlib.contextmanager
+def in_own_loop(manager: contextlib.AbstractAsyncContextManager[T]) -> Iterator[T]:
+    """``manager`` entered and left on an event loop of its own in a thread, for tests that
+    block (processes, ``time.sleep``) while it serves."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    entered = asyncio.run_coroutine_threadsafe(manager.__aenter__(), loop).result(10)
+    try:
+        yield entered
+    finally:
+        asyncio.run_coroutine_threadsafe(manager.__aexit__(None, None, None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+@contextlib.contextmanager
 def proxy_thread(
     target_host: str, target_port: int, *, rate: float | None = None
 ) -> Iterator[TcpProxy]:
     """A proxy on its own event loop in a thread, for tests that are not async."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    proxy = TcpProxy(target_host, target_port, rate=rate)
-    asyncio.run_coroutine_threadsafe(proxy.start(), loop).result(10)
-    try:
+    with in_own_loop(proxied(target_host, target_port, rate=rate)) as proxy:
         yield proxy
-    finally:
-        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 class ThreadedTcpProxy:
